@@ -1,0 +1,47 @@
+# Trainworks: `make run` and `make test` do all the set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+PORT ?= 8080
+
+.PHONY: run serve test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e '.[examples]'
+	touch $@
+
+$(TEST_STAMP): $(STAMP)
+	bash scripts/install-test-deps.sh
+	$(BIN)/pip install --quiet -e '.[examples,test]'
+	touch $@
+
+run: $(STAMP)
+	$(BIN)/python examples/run_example.py
+
+serve: $(STAMP)
+	$(BIN)/trainworks serve --port $(PORT)
+
+test: $(TEST_STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+format: $(TEST_STAMP)
+	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff check --fix src tests benchmarks examples
+
+bench: $(TEST_STAMP)
+	$(BIN)/python benchmarks/launch_latency.py
+	$(BIN)/python benchmarks/api_throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Install the Debian packages the test suite needs (PostgreSQL server, util-linux, iproute2).
+#
+# Idempotent and non-interactive: exits quickly when everything is already installed and only
+# runs `apt-get update` when something actually has to be installed. Intended for root on a
+# fresh Debian 12 machine (CI containers without systemd); falls back to sudo for non-root users.
+# It never starts a service: the tests start their own throwaway PostgreSQL cluster
+# (see tests/support/postgres.py).
+set -euo pipefail
+
+export DEBIAN_FRONTEND=noninteractive
+
+PACKAGES=(postgresql util-linux iproute2)
+
+is_installed() {
+    [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
+}
+
+have_server_binaries() {
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null \
+        && compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null
+}
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! is_installed "$pkg"; then
+        missing+=("$pkg")
+    fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]] && have_server_binaries; then
+    echo "install-test-deps: all packages already installed (${PACKAGES[*]})"
+    exit 0
+fi
+if [[ ${#missing[@]} -eq 0 ]]; then
+    # Metapackage present but the server binaries are gone: reinstall the server package.
+    missing=(postgresql)
+fi
+
+SUDO=()
+if [[ ${EUID} -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO=(sudo --preserve-env=DEBIAN_FRONTEND)
+    else
+        echo "install-test-deps: must run as root (or with sudo available) to install: ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+# Without systemd, package maintainer scripts start services through invoke-rc.d. Install a
+# temporary policy-rc.d that forbids this (unless one already exists) so that no PostgreSQL
+# server is left running after installation.
+POLICY=/usr/sbin/policy-rc.d
+created_policy=0
+cleanup() {
+    if [[ ${created_policy} -eq 1 ]]; then
+        "${SUDO[@]}" rm -f "${POLICY}"
+    fi
+}
+trap cleanup EXIT
+if [[ ! -e ${POLICY} ]]; then
+    printf '#!/bin/sh\n# temporary, created by install-test-deps.sh\nexit 101\n' | "${SUDO[@]}" tee "${POLICY}" >/dev/null
+    "${SUDO[@]}" chmod 0755 "${POLICY}"
+    created_policy=1
+fi
+
+echo "install-test-deps: installing ${missing[*]}"
+"${SUDO[@]}" apt-get update -q
+"${SUDO[@]}" apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    "${missing[@]}"
+
+if ! have_server_binaries; then
+    echo "install-test-deps: PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin" >&2
+    exit 1
+fi
+echo "install-test-deps: done"

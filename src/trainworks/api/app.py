@@ -1,0 +1,45 @@
+"""The FastAPI application: routers, error handlers, auth and the controllers' lifetime."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from trainworks import __version__
+from trainworks.api.auth import auth_middleware
+from trainworks.api.errors import install_error_handlers
+from trainworks.api.routers import custom_jobs, operations
+from trainworks.config import Settings
+from trainworks.services.container import Services, build_services
+
+
+def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        built = services or build_services(settings)
+        app.state.services = built
+        built.start()
+        try:
+            yield
+        finally:
+            built.stop()
+
+    app = FastAPI(
+        title="Trainworks", version=__version__, lifespan=lifespan, docs_url="/docs", redoc_url=None
+    )
+    install_error_handlers(app)
+    app.middleware("http")(auth_middleware(settings.api_tokens))
+    for prefix in ("/v1", "/v1beta1"):
+        app.include_router(custom_jobs.router(prefix))
+    for prefix in ("/v1", "/v1beta1", "/ui"):
+        app.include_router(operations.router(prefix))
+    app.include_router(custom_jobs.logs_router())
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__, "containerRuntime": settings.container_runtime}
+
+    return app

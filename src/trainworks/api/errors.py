@@ -1,0 +1,92 @@
+"""google.rpc error bodies for every failure path, so no request ever gets a bare 500 page."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from trainworks.resources.status import Code
+from trainworks.services.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+_HTTP_TO_CODE = {
+    400: Code.INVALID_ARGUMENT,
+    401: Code.UNAUTHENTICATED,
+    403: Code.PERMISSION_DENIED,
+    404: Code.NOT_FOUND,
+    405: Code.UNIMPLEMENTED,
+    409: Code.ABORTED,
+    413: Code.INVALID_ARGUMENT,
+    415: Code.INVALID_ARGUMENT,
+    429: Code.RESOURCE_EXHAUSTED,
+    501: Code.UNIMPLEMENTED,
+    503: Code.UNAVAILABLE,
+}
+
+
+def error_body(
+    http_status: int, code: Code, message: str, details: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    return {"error": {"code": http_status, "message": message, "status": code.name, "details": details or []}}
+
+
+def error_response(error: ApiError) -> JSONResponse:
+    status = error.code.http_status
+    return JSONResponse(error_body(status, error.code, error.message, error.details()), status_code=status)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_TO_CODE.get(exc.status_code, Code.UNKNOWN)
+        message = str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = "The requested URL was not found on this server."
+        if exc.status_code == 405:
+            message = "This HTTP method is not supported for this resource."
+        return JSONResponse(error_body(exc.status_code, code, message), status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        violations = [
+            {
+                "field": ".".join(str(p) for p in e.get("loc", ())[1:]) or "request",
+                "description": e.get("msg", ""),
+            }
+            for e in exc.errors()
+        ]
+        details = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations}]
+        return JSONResponse(
+            error_body(400, Code.INVALID_ARGUMENT, "Invalid request.", details), status_code=400
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error", exc_info=exc)
+        return JSONResponse(
+            error_body(500, Code.INTERNAL, "Internal error encountered. The error was logged by the server."),
+            status_code=500,
+        )
+
+
+async def json_body(request: Request, required: bool = True) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        if required:
+            raise ApiError(Code.INVALID_ARGUMENT, "Invalid JSON payload received. The request body is empty.")
+        return {}
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(Code.INVALID_ARGUMENT, f"Invalid JSON payload received. {exc}") from None

@@ -1,0 +1,71 @@
+"""REST routes of customJobs (v1 and v1beta1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from trainworks.api.errors import json_body
+from trainworks.api.params import int_param, query_param
+
+PARENT = "/projects/{project}/locations/{location}/customJobs"
+
+
+def router(prefix: str) -> APIRouter:
+    api = APIRouter(prefix=prefix, tags=["customJobs"])
+
+    @api.post(PARENT)
+    async def create(project: str, location: str, request: Request) -> Any:
+        body = await json_body(request)
+        return await _run(request, lambda s: s.custom_jobs.create(project, location, body))
+
+    @api.get(PARENT)
+    def list_(project: str, location: str, request: Request) -> Any:
+        services = request.app.state.services
+        return services.custom_jobs.list(
+            project,
+            location,
+            int_param(request, "pageSize", "page_size"),
+            query_param(request, "pageToken", "page_token"),
+            query_param(request, "filter", "filter"),
+            query_param(request, "readMask", "read_mask"),
+        )
+
+    @api.get(PARENT + "/{job_id}")
+    def get(project: str, location: str, job_id: str, request: Request) -> Any:
+        return request.app.state.services.custom_jobs.get(project, location, job_id)
+
+    @api.post(PARENT + "/{job_id}:cancel")
+    def cancel(project: str, location: str, job_id: str, request: Request) -> Any:
+        request.app.state.services.custom_jobs.cancel(project, location, job_id)
+        return {}
+
+    @api.delete(PARENT + "/{job_id}")
+    def delete(project: str, location: str, job_id: str, request: Request) -> Any:
+        return request.app.state.services.custom_jobs.delete(project, location, job_id)
+
+    return api
+
+
+async def _run(request: Request, call: Any) -> Any:
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(call, request.app.state.services)
+
+
+def logs_router() -> APIRouter:
+    """An extension outside /v1/: a job's logs as NDJSON, optionally followed until the job ends."""
+    api = APIRouter(prefix="/trainworks/v1", tags=["logs"])
+
+    @api.get(PARENT + "/{job_id}/logs")
+    def logs(project: str, location: str, job_id: str, request: Request) -> StreamingResponse:
+        follow = query_param(request, "follow", "follow").lower() in ("1", "true", "yes")
+        task = query_param(request, "task", "task") or None
+        entries = request.app.state.services.logs.entries(project, location, job_id, task=task, follow=follow)
+        lines = (json.dumps(e) + "\n" for e in entries)
+        return StreamingResponse(lines, media_type="application/x-ndjson")
+
+    return api

@@ -1,0 +1,1 @@
+"""Execution backends behind one small interface with declared capabilities."""

@@ -1,0 +1,95 @@
+"""Replica supervisor: the process the server starts for each replica.
+
+Run as `python -I -S shim.py RUN_DIR`. It leads the replica's process group, optionally gives it a private
+mount namespace with the bucket root at /gcs, starts the command with its output in RUN_DIR, and writes the
+exit status to RUN_DIR/exit.json, so the status survives a server restart. Standard library only: it starts
+with site-packages disabled to keep replica start-up fast.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+CLONE_NEWNS = 0x00020000
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+
+def _write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(data, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _mount_gcs(root, err):
+    """A private mount namespace with the bucket root bound at /gcs, as Cloud Storage FUSE shows it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making / private failed")
+    os.makedirs("/gcs", exist_ok=True)
+    if libc.mount(root.encode(), b"/gcs", None, MS_BIND | MS_REC, None) != 0:
+        raise OSError(ctypes.get_errno(), f"bind-mounting {root} at /gcs failed")
+
+
+def main():
+    run_dir = sys.argv[1]
+    with open(os.path.join(run_dir, "launch.json")) as handle:
+        spec = json.load(handle)
+    out = os.open(os.path.join(run_dir, "stdout.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    err = os.open(os.path.join(run_dir, "stderr.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    if os.getpgid(0) != os.getpid():
+        os.setsid()
+    _write_json(os.path.join(run_dir, "shim.json"), {"pid": os.getpid(), "started": time.time()})
+    if spec.get("gcs_root"):
+        try:
+            _mount_gcs(spec["gcs_root"], err)
+        except OSError as exc:
+            os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
+
+    # The supervisor outlives signals sent to the group; the command gets default handlers after exec.
+    received = []
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda s, _f: received.append(s))
+
+    child = os.fork()
+    if child == 0:
+        try:
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            if spec.get("cwd"):
+                os.chdir(spec["cwd"])
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_DFL)
+            os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+        except BaseException as exc:  # noqa: BLE001 - anything here means the command never started
+            os.write(2, f"[trainworks] could not start {spec['argv'][0]!r}: {exc}\n".encode())
+            os._exit(127)
+
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        record = {"exit_code": 128 + signum, "signal": signum}
+    else:
+        record = {"exit_code": os.WEXITSTATUS(status)}
+    record["ended"] = time.time()
+    _write_json(os.path.join(run_dir, "exit.json"), record)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The `trainworks` command line."""

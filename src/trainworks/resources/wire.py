@@ -1,0 +1,194 @@
+"""Proto3-JSON building blocks shared by every wire model.
+
+Input follows the proto JSON parser: lowerCamelCase or snake_case keys, enums as names or integers, int64 as
+strings or numbers. Output is canonical: camelCase, enum names, int64 as strings, durations as ``"Ns"``,
+RFC 3339 timestamps with ``Z``, default values omitted.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic.alias_generators import to_camel
+
+
+class WireModel(BaseModel):
+    """A proto message: camelCase aliases, snake_case accepted, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_default=False,
+        ser_json_inf_nan="strings",
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """Canonical proto3 JSON as a dict (defaults omitted)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+
+# ---------------------------------------------------------------- int64
+def _parse_int64(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected an integer")
+    if isinstance(value, int):
+        result = value
+    elif isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("expected an integer")
+        result = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            number = Decimal(text)
+        except InvalidOperation:
+            raise ValueError(f"expected an integer, got {value!r}") from None
+        if number != number.to_integral_value():
+            raise ValueError(f"expected an integer, got {value!r}")
+        result = int(number)
+    else:
+        raise ValueError("expected an integer")
+    if not -(2**63) <= result < 2**63:
+        raise ValueError("integer out of the int64 range")
+    return result
+
+
+def _parse_int32(value: Any) -> int:
+    result = _parse_int64(value)
+    if not -(2**31) <= result < 2**31:
+        raise ValueError("integer out of the int32 range")
+    return result
+
+
+Int64 = Annotated[
+    int,
+    BeforeValidator(_parse_int64),
+    PlainSerializer(lambda v: str(v), return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "int64"}),
+]
+Int32 = Annotated[int, BeforeValidator(_parse_int32)]
+
+
+# ---------------------------------------------------------------- Duration
+_DURATION_RE = re.compile(r"^(-)?(\d+)(?:\.(\d{1,9}))?s$")
+_MAX_DURATION_SECONDS = 315_576_000_000
+
+
+def parse_duration(value: Any) -> timedelta:
+    if isinstance(value, timedelta):
+        return value
+    if not isinstance(value, str):
+        raise ValueError('a duration must be a string such as "3600s"')
+    match = _DURATION_RE.match(value.strip())
+    if not match:
+        raise ValueError(
+            f'invalid duration {value!r}: use seconds with an "s" suffix, such as "3600s" or "1.5s"'
+        )
+    sign, whole, frac = match.groups()
+    seconds = int(whole)
+    if seconds > _MAX_DURATION_SECONDS:
+        raise ValueError(f"duration {value!r} is out of range")
+    micros = int((frac or "0").ljust(9, "0")[:6])
+    result = timedelta(seconds=seconds, microseconds=micros)
+    return -result if sign else result
+
+
+def format_duration(value: timedelta) -> str:
+    total_us = value // timedelta(microseconds=1)
+    sign = "-" if total_us < 0 else ""
+    total_us = abs(total_us)
+    seconds, micros = divmod(total_us, 1_000_000)
+    if micros == 0:
+        return f"{sign}{seconds}s"
+    if micros % 1000 == 0:
+        return f"{sign}{seconds}.{micros // 1000:03d}s"
+    return f"{sign}{seconds}.{micros:06d}s"
+
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "pattern": r"^-?\d+(\.\d+)?s$"}),
+]
+
+
+# ---------------------------------------------------------------- Timestamp
+def parse_timestamp(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str):
+        raise ValueError("a timestamp must be an RFC 3339 string")
+    text = value.strip()
+    if not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$", text):
+        raise ValueError(f"invalid RFC 3339 timestamp {value!r}")
+    text = text.replace("Z", "+00:00")
+    frac = re.search(r"\.(\d+)", text)
+    if frac and len(frac.group(1)) > 6:
+        text = text.replace(frac.group(0), "." + frac.group(1)[:6])
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def format_timestamp(value: datetime) -> str:
+    """RFC 3339 in UTC with 0, 3 or 6 fractional digits, as protobuf prints it."""
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    micros = value.microsecond
+    if micros == 0:
+        return base + "Z"
+    if micros % 1000 == 0:
+        return f"{base}.{micros // 1000:03d}Z"
+    return f"{base}.{micros:06d}Z"
+
+
+Timestamp = Annotated[
+    datetime,
+    BeforeValidator(parse_timestamp),
+    PlainSerializer(format_timestamp, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+
+
+# ---------------------------------------------------------------- enums
+class ProtoEnum(enum.IntEnum):
+    """A proto enum: names on the wire, integers accepted on input."""
+
+    @classmethod
+    def parse(cls, value: Any) -> ProtoEnum:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, bool):
+            raise ValueError(f"invalid {cls.__name__} value {value!r}")
+        if isinstance(value, int):
+            try:
+                return cls(value)
+            except ValueError:
+                raise ValueError(f"invalid {cls.__name__} value {value}") from None
+        if isinstance(value, str):
+            try:
+                return cls[value]
+            except KeyError:
+                raise ValueError(
+                    f"invalid {cls.__name__} value {value!r}; expected one of "
+                    + ", ".join(m.name for m in cls)
+                ) from None
+        raise ValueError(f"invalid {cls.__name__} value {value!r}")
+
+
+def enum_field(cls: type[ProtoEnum]) -> Any:
+    return Annotated[
+        cls,
+        BeforeValidator(cls.parse),
+        PlainSerializer(lambda v: cls(v).name, return_type=str, when_used="json"),
+        WithJsonSchema({"type": "string", "enum": [m.name for m in cls]}),
+    ]
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,1 @@
+"""Domain rules per resource: validation, state transitions, create/cancel/delete semantics."""

@@ -1,0 +1,234 @@
+"""The rules a CustomJob must satisfy before it is stored. Pure: returns field violations."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import timedelta
+
+from trainworks.catalog import machines
+from trainworks.resources.custom_job import CustomJob, CustomJobSpec, EnvVar, WorkerPoolSpec
+from trainworks.resources.enums import Strategy
+from trainworks.services.errors import FieldViolation
+from trainworks.storage.gcs import StoragePathError, parse_gcs_uri
+
+MAX_POOLS = 4
+MAX_ENV = 100
+MAX_ARGS_CHARS = 100_000
+MAX_LABELS = 64
+MAX_DISPLAY_NAME = 128
+MAX_PACKAGE_URIS = 100
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PYTHON_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _label_char_ok(ch: str) -> bool:
+    if ch in "_-" or ch.isdigit():
+        return True
+    return ch.islower() or unicodedata.category(ch) == "Lo"
+
+
+def check_labels(labels: dict[str, str], path: str = "labels") -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    if len(labels) > MAX_LABELS:
+        out.append(FieldViolation(path, f"at most {MAX_LABELS} labels are allowed, got {len(labels)}"))
+    for key, value in labels.items():
+        where = f'{path}["{key}"]'
+        if not key or len(key) > 63:
+            out.append(FieldViolation(where, "label keys must be 1 to 63 characters long"))
+        elif not (key[0].islower() or unicodedata.category(key[0]) == "Lo"):
+            out.append(FieldViolation(where, "label keys must start with a lowercase letter"))
+        elif not all(_label_char_ok(c) for c in key):
+            out.append(
+                FieldViolation(where, "label keys may contain only lowercase letters, digits, '_' and '-'")
+            )
+        if len(value) > 63:
+            out.append(FieldViolation(where, "label values must be at most 63 characters long"))
+        elif not all(_label_char_ok(c) for c in value):
+            out.append(
+                FieldViolation(where, "label values may contain only lowercase letters, digits, '_' and '-'")
+            )
+    return out
+
+
+def _check_env(env: list[EnvVar], path: str) -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    if len(env) > MAX_ENV:
+        out.append(FieldViolation(path, f"at most {MAX_ENV} environment variables are allowed"))
+    for i, var in enumerate(env):
+        if not _ENV_NAME.match(var.name):
+            out.append(
+                FieldViolation(
+                    f"{path}[{i}].name",
+                    f"{var.name!r} is not a valid environment variable name (letters, digits and '_', "
+                    "not starting with a digit)",
+                )
+            )
+    return out
+
+
+def _check_gcs_uri(uri: str, path: str) -> list[FieldViolation]:
+    try:
+        parse_gcs_uri(uri)
+    except StoragePathError as exc:
+        return [FieldViolation(path, str(exc))]
+    return []
+
+
+def _check_machine(pool: WorkerPoolSpec, path: str) -> list[FieldViolation]:
+    spec = pool.machine_spec
+    if spec is None or not spec.machine_type:
+        return [FieldViolation(f"{path}.machine_spec.machine_type", "a machine type is required")]
+    machine = machines.machine_type(spec.machine_type)
+    if machine is None:
+        hint = machines.suggest(spec.machine_type)
+        suffix = f"; did you mean {', '.join(hint)}?" if hint else ""
+        return [
+            FieldViolation(
+                f"{path}.machine_spec.machine_type", f"unknown machine type {spec.machine_type!r}{suffix}"
+            )
+        ]
+    problem = machines.check_accelerator(machine, spec.accelerator_type.name, spec.accelerator_count)
+    if problem:
+        field = "accelerator_type"
+        if spec.accelerator_type.value and "count" in problem.lower():
+            field = "accelerator_count"
+        return [FieldViolation(f"{path}.machine_spec.{field}", problem)]
+    return []
+
+
+def _check_task(pool: WorkerPoolSpec, path: str) -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    container, package = pool.container_spec, pool.python_package_spec
+    if (container is None) == (package is None):
+        return [
+            FieldViolation(
+                path, "exactly one of container_spec or python_package_spec must be set for a worker pool"
+            )
+        ]
+    if container is not None:
+        if not container.image_uri:
+            out.append(FieldViolation(f"{path}.container_spec.image_uri", "an image URI is required"))
+        out += _check_env(container.env, f"{path}.container_spec.env")
+    if package is not None:
+        where = f"{path}.python_package_spec"
+        if not package.executor_image_uri:
+            out.append(FieldViolation(f"{where}.executor_image_uri", "an executor image URI is required"))
+        if not package.package_uris:
+            out.append(FieldViolation(f"{where}.package_uris", "at least one package URI is required"))
+        elif len(package.package_uris) > MAX_PACKAGE_URIS:
+            out.append(FieldViolation(f"{where}.package_uris", f"at most {MAX_PACKAGE_URIS} package URIs"))
+        for i, uri in enumerate(package.package_uris):
+            out += _check_gcs_uri(uri, f"{where}.package_uris[{i}]")
+        if not package.python_module:
+            out.append(FieldViolation(f"{where}.python_module", "a python module is required"))
+        elif not _PYTHON_MODULE.match(package.python_module):
+            out.append(
+                FieldViolation(f"{where}.python_module", f"{package.python_module!r} is not a module name")
+            )
+        out += _check_env(package.env, f"{where}.env")
+    return out
+
+
+def _check_pool(pool: WorkerPoolSpec, index: int, path: str) -> list[FieldViolation]:
+    if pool.is_empty:
+        if index == 0:
+            return [FieldViolation(path, "the primary worker pool (index 0) must not be empty")]
+        return []
+    out: list[FieldViolation] = []
+    if index == 0 and pool.replica_count != 1:
+        out.append(
+            FieldViolation(
+                f"{path}.replica_count",
+                f"the primary worker pool must have replica_count 1, got {pool.replica_count}",
+            )
+        )
+    elif pool.replica_count < 1:
+        out.append(
+            FieldViolation(
+                f"{path}.replica_count",
+                f"replica_count must be at least 1, got {pool.replica_count}; send {{}} to skip a pool",
+            )
+        )
+    elif pool.replica_count > 1000:
+        out.append(FieldViolation(f"{path}.replica_count", "replica_count must be at most 1000"))
+    out += _check_machine(pool, path)
+    out += _check_task(pool, path)
+    if (
+        pool.disk_spec
+        and pool.disk_spec.boot_disk_size_gb
+        and not 10 <= pool.disk_spec.boot_disk_size_gb <= 65536
+    ):
+        out.append(FieldViolation(f"{path}.disk_spec.boot_disk_size_gb", "must be between 10 and 65536"))
+    for i, mount in enumerate(pool.nfs_mounts):
+        where = f"{path}.nfs_mounts[{i}]"
+        for name in ("server", "path", "mount_point"):
+            if not getattr(mount, name):
+                out.append(FieldViolation(f"{where}.{name}", "required field is missing"))
+        if mount.path and not mount.path.startswith("/"):
+            out.append(FieldViolation(f"{where}.path", "must start with '/'"))
+    return out
+
+
+def _check_spec(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    pools = spec.worker_pool_specs
+    if not pools:
+        return [FieldViolation(f"{path}.worker_pool_specs", "at least one worker pool spec is required")]
+    if len(pools) > MAX_POOLS:
+        out.append(
+            FieldViolation(f"{path}.worker_pool_specs", f"at most {MAX_POOLS} worker pools are allowed")
+        )
+    for i, pool in enumerate(pools[:MAX_POOLS]):
+        out += _check_pool(pool, i, f"{path}.worker_pool_specs[{i}]")
+    total_args = sum(len(a) for pool in pools for a in pool.args)
+    if total_args > MAX_ARGS_CHARS:
+        out.append(
+            FieldViolation(
+                f"{path}.worker_pool_specs",
+                f"all args together must be at most {MAX_ARGS_CHARS} characters, got {total_args}",
+            )
+        )
+    scheduling = spec.scheduling
+    if scheduling is not None:
+        if scheduling.timeout is not None and scheduling.timeout <= timedelta(0):
+            out.append(FieldViolation(f"{path}.scheduling.timeout", "the timeout must be positive"))
+        if scheduling.max_wait_duration is not None:
+            if scheduling.max_wait_duration < timedelta(0):
+                out.append(FieldViolation(f"{path}.scheduling.max_wait_duration", "must not be negative"))
+            if scheduling.strategy != Strategy.FLEX_START:
+                out.append(
+                    FieldViolation(
+                        f"{path}.scheduling.max_wait_duration", "only allowed with the FLEX_START strategy"
+                    )
+                )
+    if spec.base_output_directory is not None:
+        where = f"{path}.base_output_directory.output_uri_prefix"
+        if not spec.base_output_directory.output_uri_prefix:
+            out.append(FieldViolation(where, "required field is missing"))
+        else:
+            out += _check_gcs_uri(spec.base_output_directory.output_uri_prefix, where)
+    if spec.persistent_resource_id:
+        out.append(
+            FieldViolation(
+                f"{path}.persistent_resource_id",
+                f"persistent resource {spec.persistent_resource_id!r} does not exist in this location",
+            )
+        )
+    return out
+
+
+def validate_custom_job(job: CustomJob) -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    if not job.display_name.strip():
+        out.append(FieldViolation("display_name", "a display name is required"))
+    elif len(job.display_name) > MAX_DISPLAY_NAME:
+        out.append(FieldViolation("display_name", f"must be at most {MAX_DISPLAY_NAME} characters"))
+    if job.job_spec is None:
+        out.append(FieldViolation("job_spec", "a job spec is required"))
+    else:
+        out += _check_spec(job.job_spec, "job_spec")
+    out += check_labels(job.labels)
+    if job.encryption_spec is not None and not job.encryption_spec.kms_key_name:
+        out.append(FieldViolation("encryption_spec.kms_key_name", "required field is missing"))
+    return out

@@ -1,0 +1,187 @@
+"""CustomJob rules: create, get, list, cancel and delete."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from trainworks.api.filtering import FilterColumns, FilterError, compile_filter
+from trainworks.resources.custom_job import CustomJob, input_dict
+from trainworks.resources.enums import JobState
+from trainworks.resources.wire import format_timestamp, now_utc, parse_timestamp
+from trainworks.services.custom_job_validation import validate_custom_job
+from trainworks.services.errors import FieldViolation, failed_precondition, invalid_argument, not_found
+from trainworks.services.ids import new_numeric_id
+from trainworks.services.naming import custom_job_name, numeric_id
+from trainworks.services.operations import OperationService, operation_wire
+from trainworks.services.projects import Projects
+from trainworks.services.wire_errors import parse_body, snake
+from trainworks.store.jobs import JobStore
+from trainworks.store.tables import CustomJobRow
+
+S = JobState
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+_STATE_NAMES = {s.name: int(s) for s in JobState}
+
+
+def job_wire(row: CustomJobRow) -> dict[str, Any]:
+    """Canonical proto3 JSON of a stored job."""
+    out: dict[str, Any] = {"name": custom_job_name(row.project_number, row.location, row.id)}
+    out.update(row.spec)
+    out["state"] = S(row.state).name
+    out["createTime"] = format_timestamp(row.create_time)
+    if row.start_time:
+        out["startTime"] = format_timestamp(row.start_time)
+    if row.end_time:
+        out["endTime"] = format_timestamp(row.end_time)
+    out["updateTime"] = format_timestamp(row.update_time)
+    if row.error:
+        out["error"] = row.error
+    return out
+
+
+def apply_read_mask(resource: dict[str, Any], read_mask: str) -> dict[str, Any]:
+    if not read_mask:
+        return resource
+    wanted = {snake(p.strip().split(".")[0]) for p in read_mask.split(",") if p.strip()}
+    return {k: v for k, v in resource.items() if snake(k) in wanted}
+
+
+def _token(created: datetime, job_id: int, fingerprint: str) -> str:
+    raw = json.dumps({"t": created.isoformat(), "i": job_id, "f": fingerprint})
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _untoken(token: str, fingerprint: str) -> tuple[datetime, int]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        created, job_id, fp = parse_timestamp(data["t"]), int(data["i"]), data["f"]
+    except (ValueError, KeyError, TypeError):
+        raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
+    if fp != fingerprint:
+        raise invalid_argument(
+            [FieldViolation("page_token", "the page token was issued for a different filter")]
+        )
+    return created, job_id
+
+
+class CustomJobService:
+    def __init__(
+        self,
+        jobs: JobStore,
+        projects: Projects,
+        operations: OperationService,
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.jobs = jobs
+        self.projects = projects
+        self.operations = operations
+        self.wake = wake
+
+    def create(self, project: str, location: str, body: Any) -> dict[str, Any]:
+        job = parse_body(CustomJob, body)
+        violations = validate_custom_job(job)
+        if violations:
+            raise invalid_argument(violations)
+        number = self.projects.number(project)
+        now = now_utc()
+        spec = input_dict(job)
+        row = CustomJobRow(
+            id=new_numeric_id(),
+            project_number=number,
+            location=location,
+            display_name=job.display_name,
+            state=int(S.JOB_STATE_QUEUED),
+            spec=spec,
+            labels=dict(job.labels),
+            create_time=now,
+            update_time=now,
+        )
+        self.jobs.insert(row)
+        self.wake()
+        return job_wire(row)
+
+    def _find(self, project: str, location: str, job_id: str) -> CustomJobRow:
+        jid = numeric_id(job_id, "CustomJob")
+        row = self.jobs.get(jid, self.projects.number(project), location)
+        if row is None:
+            raise not_found(f"CustomJob {custom_job_name(project, location, jid)}")
+        return row
+
+    def get(self, project: str, location: str, job_id: str) -> dict[str, Any]:
+        return job_wire(self._find(project, location, job_id))
+
+    def list(
+        self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
+    ) -> dict[str, Any]:
+        if page_size < 0:
+            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
+        size = DEFAULT_PAGE_SIZE if page_size == 0 else min(page_size, MAX_PAGE_SIZE)
+        try:
+            where = compile_filter(
+                filter_text,
+                FilterColumns(
+                    display_name=CustomJobRow.display_name,
+                    state=CustomJobRow.state,
+                    create_time=CustomJobRow.create_time,
+                    labels=CustomJobRow.labels,
+                ),
+                _STATE_NAMES,
+            )
+        except FilterError as exc:
+            raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+        fingerprint = hashlib.sha256(filter_text.strip().encode()).hexdigest()[:16]
+        after = _untoken(page_token, fingerprint) if page_token else None
+        number = self.projects.number(project)
+        rows = self.jobs.page(number, location, where, after, size + 1)
+        out: dict[str, Any] = {"customJobs": [apply_read_mask(job_wire(r), read_mask) for r in rows[:size]]}
+        if len(rows) > size:
+            last = rows[size - 1]
+            out["nextPageToken"] = _token(last.create_time, last.id, fingerprint)
+        return out
+
+    def cancel(self, project: str, location: str, job_id: str) -> None:
+        row = self._find(project, location, job_id)
+        state = S(row.state)
+        if state.terminal:
+            raise failed_precondition(
+                f"The CustomJob {job_id} is already finished ({state.name}) and cannot be cancelled."
+            )
+        if state == S.JOB_STATE_CANCELLING:
+            return
+        outcome = row.outcome or {
+            "state": int(S.JOB_STATE_CANCELLED),
+            "error": {"code": 1, "message": "CANCELED"},
+        }
+        active = [S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING]
+        if not self.jobs.transition(row.id, active, state=S.JOB_STATE_CANCELLING, outcome=outcome):
+            # It moved on meanwhile: answer from its new state.
+            return self.cancel(project, location, job_id)
+        self.wake()
+
+    def delete(self, project: str, location: str, job_id: str) -> dict[str, Any]:
+        row = self._find(project, location, job_id)
+        if not S(row.state).terminal:
+            raise failed_precondition(
+                f"The CustomJob {job_id} is {S(row.state).name}; cancel it and wait for it to finish "
+                "before deleting it."
+            )
+        if row.delete_operation_id is not None:
+            existing = self.operations.store.get(row.delete_operation_id)
+            if existing is not None:
+                return operation_wire(existing)
+        op = self.operations.create(
+            row.project_number,
+            row.location,
+            f"customJobs/{row.id}",
+            "delete_custom_job",
+            "DeleteOperationMetadata",
+        )
+        self.jobs.set_fields(row.id, delete_operation_id=op.id)
+        self.wake()
+        return operation_wire(op)

@@ -1,0 +1,1 @@
+"""Object storage: gs:// URIs resolved through fsspec, a local bucket root by default."""

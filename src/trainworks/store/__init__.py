@@ -1,0 +1,1 @@
+"""Durable state: SQLAlchemy rows, repositories and Alembic migrations (SQLite by default, PostgreSQL too)."""

@@ -1,0 +1,91 @@
+"""Database rows. These are storage shapes, kept apart from the wire models in trainworks.resources."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ProjectRow(Base):
+    __tablename__ = "projects"
+
+    project_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_number: Mapped[str] = mapped_column(String(20), unique=True, nullable=False)
+    create_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class CustomJobRow(Base):
+    __tablename__ = "custom_jobs"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
+    location: Mapped[str] = mapped_column(String(64), nullable=False)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
+    state: Mapped[int] = mapped_column(Integer, nullable=False)
+    # The user-settable part of the job as canonical proto JSON (displayName, jobSpec, labels, ...).
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    create_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    update_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    start_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    end_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The end the controller has decided on while replicas are still being torn down.
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    teardown_started: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    delete_operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+    __table_args__ = (
+        Index("ix_custom_jobs_parent_created", "project_number", "location", "create_time", "id"),
+        Index("ix_custom_jobs_state", "state"),
+    )
+
+
+class ReplicaRow(Base):
+    __tablename__ = "replicas"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("custom_jobs.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    pool: Mapped[int] = mapped_column(Integer, nullable=False)
+    replica_index: Mapped[int] = mapped_column(Integer, nullable=False)
+    host: Mapped[str] = mapped_column(String(255), nullable=False)
+    port: Mapped[int] = mapped_column(Integer, nullable=False)
+    # planned -> running -> exited | lost
+    phase: Mapped[str] = mapped_column(String(16), nullable=False, default="planned")
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pid_start: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    run_dir: Mapped[str] = mapped_column(Text, nullable=False)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (Index("ix_replicas_phase", "phase"),)
+
+
+class OperationRow(Base):
+    __tablename__ = "operations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
+    location: Mapped[str] = mapped_column(String(64), nullable=False)
+    # "customJobs/123" for operations under a resource, "" for location-level ones.
+    resource: Mapped[str] = mapped_column(String(255), nullable=False, default="")
+    kind: Mapped[str] = mapped_column(String(64), nullable=False)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, nullable=False)
+    done: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    response: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    create_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    update_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (Index("ix_operations_parent", "project_number", "location", "resource"),)

@@ -1,0 +1,125 @@
+"""A real Trainworks server process for tests: started on a free loopback port, stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+PROJECT = "test-project"
+LOCATION = "us-central1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    home: Path
+    args: list[str] = field(default_factory=list)
+    env: Mapping[str, str] = field(default_factory=dict)
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{PROJECT}/locations/{LOCATION}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "server.log"
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        self.port = self.port or free_port()
+        self.home.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "trainworks.cli.main",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--home",
+            str(self.home),
+            "--container-runtime",
+            "host",
+            "--cancel-grace",
+            "3",
+            *self.args,
+        ]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        self.process = subprocess.Popen(command, stdout=log, stderr=log, env={**os.environ, **self.env})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"server exited with {self.process.returncode}:\n{self.log_path.read_text()}"
+                )
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"server did not become healthy:\n{self.log_path.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30.0, **kwargs)
+
+
+def wait_for(predicate: Any, timeout: float = 60.0, interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll until predicate() returns something truthy; fail with `what` after the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
+
+
+def wait_job(
+    client: httpx.Client, name: str, states: set[str] | None = None, timeout: float = 120.0
+) -> dict[str, Any]:
+    wanted = states or TERMINAL
+
+    def check() -> dict[str, Any] | None:
+        job = client.get(f"/v1/{name}").json()
+        return job if job.get("state") in wanted else None
+
+    return wait_for(check, timeout=timeout, what=f"{name} to reach {sorted(wanted)}")  # type: ignore[no-any-return]
