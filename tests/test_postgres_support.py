@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -21,7 +22,9 @@ from tests.support.postgres import PostgresServer, PostgresUnavailableError
 # twice is harmless (pg_fixtures shares one server per process).
 postgres_server = pg_fixtures.postgres_server
 postgres_url = pg_fixtures.postgres_url
+make_postgres_server = pg_fixtures.make_postgres_server
 
+MakeServer = Callable[..., PostgresServer]
 URL_RE = re.compile(r"^postgresql\+psycopg://postgres@127\.0\.0\.1:(\d+)/(\w+)$")
 
 
@@ -80,24 +83,22 @@ def test_each_test_gets_a_fresh_database(postgres_server: PostgresServer, postgr
 
 
 @pytest.mark.postgres
-def test_stop_terminates_server_and_removes_tmpdir() -> None:
-    server = PostgresServer()
-    url = server.start()
-    try:
-        assert server.running and server.pid is not None and server.tmpdir is not None
-        pid, tmpdir, port = server.pid, server.tmpdir, server.port
-        assert tmpdir.is_dir() and _alive(pid)
-        # A connection left open (as a leaked SQLAlchemy pool would) must not block shutdown.
-        engine = sa.create_engine(url)
-        conn = engine.connect()
-        backend_pid = conn.scalar(sa.text("SELECT pg_backend_pid()"))
-        children = pg_support.child_pids(pid)
-        assert backend_pid in children
-        started = time.monotonic()
-        server.stop()
-        assert time.monotonic() - started < server.stop_timeout  # stopped by the signal, not SIGKILL
-    finally:
-        server.stop()
+def test_stop_terminates_server_and_removes_tmpdir(make_postgres_server: MakeServer) -> None:
+    server = make_postgres_server()
+    url = server.url
+    assert url is not None
+    assert server.running and server.pid is not None and server.tmpdir is not None
+    pid, tmpdir, port = server.pid, server.tmpdir, server.port
+    assert tmpdir.is_dir() and _alive(pid)
+    # A connection left open (as a leaked SQLAlchemy pool would) must not block shutdown.
+    engine = sa.create_engine(url)
+    conn = engine.connect()
+    backend_pid = conn.scalar(sa.text("SELECT pg_backend_pid()"))
+    children = pg_support.child_pids(pid)
+    assert backend_pid in children
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < server.stop_timeout  # stopped by the first signal
     assert not server.running
     assert not _alive(pid)
     assert not [child for child in children if _alive(child)]  # no backend outlived the postmaster
@@ -110,19 +111,16 @@ def test_stop_terminates_server_and_removes_tmpdir() -> None:
 
 
 @pytest.mark.postgres
-def test_stop_escalates_to_sigkill_when_the_server_hangs() -> None:
-    server = PostgresServer(stop_timeout=0.5)
-    server.start()
+@pytest.mark.slow
+def test_stop_escalates_to_sigkill_when_the_server_hangs(make_postgres_server: MakeServer) -> None:
+    server = make_postgres_server(stop_timeout=0.5)
     pid = server.pid
     assert pid is not None
     children = pg_support.child_pids(pid)
-    try:
-        os.kill(pid, signal.SIGSTOP)  # a frozen postmaster ignores SIGINT and SIGQUIT
-        started = time.monotonic()
-        server.stop()
-        assert time.monotonic() - started < 5
-    finally:
-        server.stop()
+    os.kill(pid, signal.SIGSTOP)  # a frozen postmaster ignores SIGINT and SIGQUIT
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 5
     assert not _alive(pid)
     deadline = time.monotonic() + 5
     while [child for child in children if _alive(child)] and time.monotonic() < deadline:

@@ -7,6 +7,8 @@ registrations share one server per test process.
 * ``postgres_server`` (session): the running :class:`~tests.support.postgres.PostgresServer`; its
   ``url`` is ``postgresql+psycopg://postgres@127.0.0.1:<port>/trainworks_test``.
 * ``postgres_url`` (function): URL of a fresh, empty database, dropped after the test.
+* ``make_postgres_server`` (function): factory for additional, separately started servers
+  (``make_postgres_server(**PostgresServer kwargs)``), all stopped after the test.
 
 When PostgreSQL cannot be started the tests that use these fixtures ERROR (they are not skipped), so CI
 proves PostgreSQL works. Set ``TRAINWORKS_SKIP_POSTGRES=1`` to skip them instead.
@@ -15,7 +17,8 @@ proves PostgreSQL works. Set ``TRAINWORKS_SKIP_POSTGRES=1`` to skip them instead
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -49,11 +52,16 @@ def _release() -> None:
         _shared, _users = None, 0
 
 
+def skip_if_postgres_disabled() -> None:
+    """``pytest.skip`` the calling test when ``TRAINWORKS_SKIP_POSTGRES=1``; otherwise do nothing."""
+    if _skip_requested():
+        pytest.skip(f"PostgreSQL tests skipped because {SKIP_ENV} is set")
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A throwaway PostgreSQL cluster shared by the whole test session."""
-    if _skip_requested():
-        pytest.skip(f"PostgreSQL tests skipped because {SKIP_ENV} is set")
+    skip_if_postgres_disabled()
     server = _acquire()
     try:
         yield server
@@ -70,3 +78,22 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     finally:
         if postgres_server.running:
             postgres_server.drop_database(url.rsplit("/", 1)[1])
+
+
+@pytest.fixture
+def make_postgres_server() -> Iterator[Callable[..., PostgresServer]]:
+    """Factory starting extra, independent servers (for tests that stop or break them)."""
+    skip_if_postgres_disabled()
+    servers: list[PostgresServer] = []
+
+    def make(**kwargs: Any) -> PostgresServer:
+        server = PostgresServer(**kwargs)
+        servers.append(server)
+        server.start()
+        return server
+
+    try:
+        yield make
+    finally:
+        for server in servers:
+            server.stop()

@@ -271,7 +271,13 @@ class PostgresServer:
         )
         if result.returncode != 0:
             output = result.stdout.decode(errors="replace").strip()
-            raise PostgresStartupError(f"initdb failed (exit {result.returncode}):\n{output}")
+            hint = ""
+            if run_as is not None:
+                hint = (
+                    f"\n(initdb runs as OS user {run_as.pw_name!r}: {self.tmpdir} and its parents must be "
+                    "accessible to it; pass base_dir= or set TMPDIR to a directory such as /tmp)"
+                )
+            raise PostgresStartupError(f"initdb failed (exit {result.returncode}):\n{output}{hint}")
 
     def _postgres_cmd(self, run_as: pwd.struct_passwd | None) -> list[str]:
         assert self.bindir is not None and self.tmpdir is not None

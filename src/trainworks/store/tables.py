@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from trainworks.store.types import UTCDateTime
 
 
 class Base(DeclarativeBase):
@@ -18,7 +20,7 @@ class ProjectRow(Base):
 
     project_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     project_number: Mapped[str] = mapped_column(String(20), unique=True, nullable=False)
-    create_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
 
 class CustomJobRow(Base):
@@ -33,13 +35,13 @@ class CustomJobRow(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    create_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
-    update_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
-    start_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    end_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # The end the controller has decided on while replicas are still being torn down.
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    teardown_started: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    teardown_started: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     delete_operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
     __table_args__ = (
@@ -66,8 +68,8 @@ class ReplicaRow(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)
     run_dir: Mapped[str] = mapped_column(Text, nullable=False)
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     __table_args__ = (Index("ix_replicas_phase", "phase"),)
 
@@ -85,7 +87,7 @@ class OperationRow(Base):
     done: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     response: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    create_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
-    update_time: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
     __table_args__ = (Index("ix_operations_parent", "project_number", "location", "resource"),)
