@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 from tests.jobs import job, python_pool
@@ -77,3 +78,28 @@ def test_replica_lost_while_server_down_fails_the_job(fresh_server: ServerProces
         assert done["error"]["code"] == 13
         assert "workerpool1-0 was lost" in done["error"]["message"]
     gate.write_text("go")
+
+
+def test_replica_started_but_not_recorded_is_adopted_not_restarted(tmp_path: Path) -> None:
+    """A crash between starting a replica and recording it must not start the replica twice."""
+    from trainworks.backends.base import LaunchRequest
+    from trainworks.backends.local import LocalBackend
+
+    backend = LocalBackend()
+    run_dir = tmp_path / "workerpool0-0"
+    gate = tmp_path / "gate"
+    request = LaunchRequest(
+        job_id="1",
+        task_name="workerpool0-0",
+        argv=[sys.executable, "-c", GATED, str(gate)],
+        env={"PATH": os.environ["PATH"]},
+        run_dir=run_dir,
+    )
+    handle = backend.launch(request)
+    found = wait_for(lambda: backend.find(run_dir), what="the supervisor's record")
+    assert found == handle
+    gate.write_text("go")
+    wait_for(lambda: (run_dir / "exit.json").exists(), what="the replica to finish")
+    finished = backend.find(run_dir)
+    assert finished is not None and backend.poll(finished, run_dir).exit_code == 0
+    assert backend.find(tmp_path / "elsewhere") is None

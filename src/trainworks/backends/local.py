@@ -69,6 +69,22 @@ class LocalBackend:
             start = 0
         return ProcessHandle(pid=process.pid, pid_start=start)
 
+    def find(self, run_dir: Path) -> ProcessHandle | None:
+        try:
+            pid = int(json.loads((run_dir / "shim.json").read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if (run_dir / "exit.json").exists():
+            return ProcessHandle(pid=pid, pid_start=0)  # it already ran to the end: poll reads its record
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        if str(SHIM).encode() not in cmdline or str(run_dir).encode() not in cmdline:
+            return None  # the pid now belongs to some other process
+        start = procfs.start_time(pid)
+        return ProcessHandle(pid=pid, pid_start=start) if start is not None else None
+
     def poll(self, handle: ProcessHandle, run_dir: Path) -> ReplicaStatus:
         procfs.reap(handle.pid)
         record = run_dir / "exit.json"

@@ -197,8 +197,8 @@ class CustomJobController:
         if future is None:
             future = self._prepare_pool.submit(self._prepare, job)
             self._preparing[job.id] = future
-        if not future.done():
             future.add_done_callback(lambda _f: self.wake())
+        if not future.done():
             return True
         del self._preparing[job.id]
         try:
@@ -218,6 +218,16 @@ class CustomJobController:
         pools = job.spec["jobSpec"]["workerPoolSpecs"]
         for replica, slot in zip(replicas, slots, strict=True):
             if replica.phase != "planned":
+                continue
+            orphan = self.backend.find(Path(replica.run_dir))
+            if orphan is not None:  # started before a crash, never recorded: adopt it, do not start twice
+                self.jobs.update_replica(
+                    replica.id,
+                    phase="running",
+                    pid=orphan.pid,
+                    pid_start=orphan.pid_start,
+                    started_at=now_utc(),
+                )
                 continue
             try:
                 handle = self._launch(
