@@ -12,7 +12,7 @@ from typing import Any
 from trainworks.config import Settings
 from trainworks.resources.enums import JobState
 from trainworks.services.errors import not_found
-from trainworks.services.naming import numeric_id
+from trainworks.services.naming import custom_job_name, numeric_id
 from trainworks.services.projects import Projects
 from trainworks.store.jobs import JobStore
 
@@ -33,11 +33,13 @@ class LogService:
         self.projects = projects
 
     def _sources(self, job_dir: Path, known: dict[Path, _Source], task: str | None) -> list[_Source]:
-        candidates = [("service", "service", job_dir / "service.log")]
+        candidates = []
         if job_dir.is_dir():
             for replica_dir in sorted(p for p in job_dir.iterdir() if p.is_dir()):
                 for stream in ("stdout", "stderr"):
                     candidates.append((replica_dir.name, stream, replica_dir / f"{stream}.log"))
+        # Service messages last in each pass: "Job completed successfully." follows the replicas' output.
+        candidates.append(("service", "service", job_dir / "service.log"))
         for name, stream, path in candidates:
             if task and name not in (task, "service"):
                 continue
@@ -90,7 +92,7 @@ class LogService:
         jid = numeric_id(job_id, "CustomJob")
         number = self.projects.number(project)
         if self.jobs.get(jid, number, location) is None:
-            raise not_found(f"CustomJob {job_id!r}")
+            raise not_found(f"CustomJob {custom_job_name(number, location, jid)}")
         return self._stream(jid, task, follow, poll_seconds)
 
     def _stream(

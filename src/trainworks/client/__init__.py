@@ -1,0 +1,5 @@
+"""Python client for a Trainworks server (Vertex AI v1 REST wire format)."""
+
+from trainworks.client.rest import TERMINAL_STATES, ApiError, TrainworksClient, TrainworksConnectionError
+
+__all__ = ["TERMINAL_STATES", "ApiError", "TrainworksClient", "TrainworksConnectionError"]

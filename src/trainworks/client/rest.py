@@ -1,0 +1,263 @@
+"""A small typed REST client for the Trainworks (Vertex AI v1 compatible) customJobs API."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+#: Job states after which a CustomJob never changes again.
+TERMINAL_STATES = frozenset(
+    {
+        "JOB_STATE_SUCCEEDED",
+        "JOB_STATE_FAILED",
+        "JOB_STATE_CANCELLED",
+        "JOB_STATE_EXPIRED",
+        "JOB_STATE_PARTIALLY_SUCCEEDED",
+    }
+)
+
+_HTTP_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+class ApiError(Exception):
+    """A google.rpc error answer: HTTP status, canonical status name, message and field violations."""
+
+    def __init__(
+        self,
+        status_code: int,
+        status: str,
+        message: str,
+        violations: list[tuple[str, str]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.status = status
+        self.message = message
+        self.violations: list[tuple[str, str]] = list(violations or [])
+
+    def __str__(self) -> str:
+        text = f"{self.status} ({self.status_code}): {self.message}"
+        for field, description in self.violations:
+            text += f"\n  {field}: {description}"
+        return text
+
+    def __repr__(self) -> str:
+        return (
+            f"ApiError(status_code={self.status_code!r}, status={self.status!r}, "
+            f"message={self.message!r}, violations={self.violations!r})"
+        )
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> ApiError:
+        """Parse `{"error": {code, message, status, details}}`; tolerate bodies that are not JSON."""
+        code = response.status_code
+        fallback_status = _HTTP_STATUS_NAMES.get(code, "UNKNOWN")
+        try:
+            body = response.json()
+        except (ValueError, UnicodeDecodeError):
+            text = response.text.strip()[:500] if response.text else ""
+            return cls(code, fallback_status, text or response.reason_phrase or f"HTTP {code}")
+        error = body.get("error") if isinstance(body, dict) else None
+        if not isinstance(error, dict):
+            return cls(code, fallback_status, json.dumps(body)[:500])
+        violations: list[tuple[str, str]] = []
+        for detail in error.get("details") or []:
+            if not isinstance(detail, dict):
+                continue
+            if str(detail.get("@type", "")).endswith("google.rpc.BadRequest"):
+                for violation in detail.get("fieldViolations") or []:
+                    if isinstance(violation, dict):
+                        violations.append(
+                            (str(violation.get("field", "")), str(violation.get("description", "")))
+                        )
+        status = error.get("status") or fallback_status
+        message = error.get("message") or response.reason_phrase or f"HTTP {code}"
+        return cls(code, str(status), str(message), violations)
+
+
+class TrainworksConnectionError(Exception):
+    """The server could not be reached (refused, DNS, TLS, timed out...)."""
+
+    def __init__(self, endpoint: str, cause: Exception) -> None:
+        super().__init__(f"cannot reach the Trainworks server at {endpoint}: {cause or type(cause).__name__}")
+        self.endpoint = endpoint
+        self.cause = cause
+
+
+def _duration(seconds: float) -> str:
+    text = f"{max(seconds, 0.0):.3f}".rstrip("0").rstrip(".")
+    return f"{text}s"
+
+
+class TrainworksClient:
+    """Typed access to /v1 customJobs and operations, plus the NDJSON logs extension.
+
+    `parent` is `projects/P/locations/L`; job and operation names are full resource names.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        api_key: str | None = None,
+        token: str | None = None,
+        timeout: float = 30,
+    ) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.timeout = timeout
+        headers = {"user-agent": "trainworks-client"}
+        if api_key:
+            headers["x-goog-api-key"] = api_key
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=self.endpoint, headers=headers, timeout=timeout)
+
+    # ------------------------------------------------------------------ plumbing
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> TrainworksClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def _path(name: str) -> str:
+        # Keep "/" and ":" so that `name:cancel` style verbs stay readable; names never hold other specials.
+        return quote(name.strip("/"), safe="/:@")
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | httpx.Timeout | None = None,
+    ) -> Any:
+        kwargs: dict[str, Any] = {}
+        if json_body is not None:
+            kwargs["json"] = json_body
+        if params:
+            kwargs["params"] = {k: v for k, v in params.items() if v not in (None, "")}
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise TrainworksConnectionError(self.endpoint, exc) from exc
+        if response.status_code >= 400:
+            raise ApiError.from_response(response)
+        if not response.content:
+            return {}
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ApiError(
+                response.status_code, "UNKNOWN", f"the server answered with a body that is not JSON: {exc}"
+            ) from None
+
+    # ------------------------------------------------------------------ customJobs
+    def create_custom_job(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("POST", f"/v1/{self._path(parent)}/customJobs", json_body=body)
+        return result
+
+    def get_custom_job(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")
+        return result
+
+    def list_custom_jobs(self, parent: str, filter: str = "", page_size: int = 0) -> Iterator[dict[str, Any]]:
+        """Every job matching `filter`, fetching pages lazily (following nextPageToken)."""
+        token = ""
+        while True:
+            params: dict[str, Any] = {"filter": filter, "pageToken": token}
+            if page_size:
+                params["pageSize"] = page_size
+            page = self._request("GET", f"/v1/{self._path(parent)}/customJobs", params=params)
+            yield from page.get("customJobs") or []
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return
+
+    def cancel_custom_job(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("POST", f"/v1/{self._path(name)}:cancel", json_body={})
+        return result
+
+    def delete_custom_job(self, name: str) -> dict[str, Any]:
+        """Starts the deletion; returns the long-running Operation."""
+        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
+        return result
+
+    # ------------------------------------------------------------------ operations
+    def get_operation(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")
+        return result
+
+    def wait_operation(self, name: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Waits (server side, with `:wait`) until the operation is done or `timeout_s` has passed.
+
+        Returns the latest Operation; check `done` to tell the two apart.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            op: dict[str, Any] = self._request(
+                "POST",
+                f"/v1/{self._path(name)}:wait",
+                json_body={"timeout": _duration(remaining)},
+                timeout=max(remaining, 0.0) + self.timeout,
+            )
+            if op.get("done") or deadline - time.monotonic() <= 0:
+                return op
+            # The server may answer before the deadline without being done (it caps long waits).
+            time.sleep(min(0.2, max(deadline - time.monotonic(), 0.0)))
+
+    # ------------------------------------------------------------------ logs
+    def stream_logs(
+        self, name: str, task: str | None = None, follow: bool = True
+    ) -> Iterator[dict[str, Any]]:
+        """Log entries `{task, severity, stream?, text, time?}` of a job as they come.
+
+        With `follow`, the stream stays open until the job ends, so there is no read timeout.
+        """
+        params: dict[str, str] = {"follow": "true" if follow else "false"}
+        if task:
+            params["task"] = task
+        timeout = httpx.Timeout(self.timeout, read=None) if follow else httpx.Timeout(self.timeout)
+        path = f"/trainworks/v1/{self._path(name)}/logs"
+        try:
+            with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise ApiError.from_response(response)
+                for line in response.iter_lines():
+                    if not line.strip():
+                        continue
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        entry = {"task": "", "severity": "DEFAULT", "text": line}
+                    if isinstance(entry, dict):
+                        yield entry
+        except httpx.TransportError as exc:
+            raise TrainworksConnectionError(self.endpoint, exc) from exc
+
+
+__all__ = ["TERMINAL_STATES", "ApiError", "TrainworksClient", "TrainworksConnectionError"]
