@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian packages the test suite needs (PostgreSQL server, util-linux, iproute2).
+# Install the Debian packages the test suite needs (PostgreSQL server, util-linux, iproute2, and podman
+# with its helpers for tests/test_podman.py: runc, conmon, catatonit, busybox-static, ...).
 #
 # Idempotent and non-interactive: exits quickly when everything is already installed and only
 # runs `apt-get update` when something actually has to be installed. Intended for root on a
@@ -11,6 +12,10 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(postgresql util-linux iproute2)
+# Container runtime for `trainworks serve --container-runtime podman` (src/trainworks/backends/podman.py: runc,
+# not crun, which refuses hybrid cgroups). tests/test_podman.py builds its images from busybox-static.
+PACKAGES+=(podman runc conmon catatonit fuse-overlayfs slirp4netns uidmap containernetworking-plugins
+    busybox-static)
 
 is_installed() {
     [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
@@ -21,6 +26,10 @@ have_server_binaries() {
         && compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null
 }
 
+have_container_binaries() {
+    command -v podman >/dev/null && command -v runc >/dev/null && [[ -x /bin/busybox ]]
+}
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     if ! is_installed "$pkg"; then
@@ -28,13 +37,14 @@ for pkg in "${PACKAGES[@]}"; do
     fi
 done
 
-if [[ ${#missing[@]} -eq 0 ]] && have_server_binaries; then
+if [[ ${#missing[@]} -eq 0 ]] && have_server_binaries && have_container_binaries; then
     echo "install-test-deps: all packages already installed (${PACKAGES[*]})"
     exit 0
 fi
 if [[ ${#missing[@]} -eq 0 ]]; then
-    # Metapackage present but the server binaries are gone: reinstall the server package.
-    missing=(postgresql)
+    # Packages recorded as installed but binaries gone: reinstall the packages that provide them.
+    have_server_binaries || missing+=(postgresql)
+    have_container_binaries || missing+=(podman runc busybox-static)
 fi
 
 SUDO=()
@@ -72,6 +82,10 @@ echo "install-test-deps: installing ${missing[*]}"
 
 if ! have_server_binaries; then
     echo "install-test-deps: PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin" >&2
+    exit 1
+fi
+if ! have_container_binaries; then
+    echo "install-test-deps: podman, runc or /bin/busybox is missing after installation" >&2
     exit 1
 fi
 echo "install-test-deps: done"

@@ -13,7 +13,8 @@ def test_server_runs_jobs_on_postgresql(postgres_url: str, tmp_path: Path) -> No
     server = ServerProcess(home=tmp_path / "home", args=["--database-url", postgres_url]).start()
     try:
         with server.client() as client:
-            created = client.post(f"/v1/{server.parent}/customJobs", json=job(python_pool("print('pg')"))).json()
+            body = job(python_pool("print('pg')"))
+            created = client.post(f"/v1/{server.parent}/customJobs", json=body).json()
             assert wait_job(client, created["name"])["state"] == "JOB_STATE_SUCCEEDED"
             labelled = {**job(python_pool("pass")), "labels": {"db": "pg"}}
             client.post(f"/v1/{server.parent}/customJobs", json=labelled)

@@ -88,5 +88,5 @@ async def json_body(request: Request, required: bool = True) -> Any:
         return {}
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ApiError(Code.INVALID_ARGUMENT, f"Invalid JSON payload received. {exc}") from None

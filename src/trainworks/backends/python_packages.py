@@ -50,6 +50,10 @@ class PackageEnvironments:
             local.append(target)
         return local
 
+    def fetch(self, uris: list[str]) -> list[Path]:
+        """The packages copied into the local cache, in order (for runtimes that install them elsewhere)."""
+        return self._fetch(uris)
+
     def ensure(self, uris: list[str]) -> Path:
         """The python interpreter of a ready environment with these packages installed."""
         packages = self._fetch(uris)

@@ -19,12 +19,13 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
 
-def _write_json(path, data):
+def _write_json(path, data, durable=True):
     tmp = path + ".tmp"
     with open(tmp, "w") as handle:
         json.dump(data, handle)
         handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 
@@ -48,7 +49,10 @@ def main():
     err = os.open(os.path.join(run_dir, "stderr.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     if os.getpgid(0) != os.getpid():
         os.setsid()
-    _write_json(os.path.join(run_dir, "shim.json"), {"pid": os.getpid(), "started": time.time()})
+    # No fsync: the record names a live process, which a host crash would end anyway, and the command
+    # should not wait on the disk to start.
+    shim = {"pid": os.getpid(), "started": time.time()}
+    _write_json(os.path.join(run_dir, "shim.json"), shim, durable=False)
     if spec.get("gcs_root"):
         try:
             _mount_gcs(spec["gcs_root"], err)

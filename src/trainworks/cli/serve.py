@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import typer
@@ -16,35 +14,27 @@ from trainworks.config import Settings, default_home
 log = logging.getLogger("trainworks")
 
 
-def podman_works() -> tuple[bool, str]:
-    """Podman counts as available when it can report its own info here."""
-    podman = shutil.which("podman")
-    if podman is None:
-        return False, "podman is not installed"
-    try:
-        run = subprocess.run(
-            [podman, "info", "--format", "{{.Host.OCIRuntime.Name}}"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"podman info failed: {exc}"
-    if run.returncode != 0:
-        return False, f"podman info failed: {run.stderr.strip()[:200]}"
-    return True, f"podman with {run.stdout.strip() or 'its default OCI runtime'}"
+def podman_works(settings: Settings) -> tuple[bool, str]:
+    """Podman counts as available when it runs here with the server's own configuration (under the home)."""
+    from trainworks.backends.podman import podman_works as check
+
+    return check(settings)
 
 
-def resolve_runtime(requested: str | None) -> str:
+def resolve_runtime(requested: str | None, settings: Settings) -> str:
     if requested in ("host", "podman"):
         if requested == "podman":
-            ok, why = podman_works()
+            ok, why = podman_works(settings)
             if not ok:
                 raise typer.BadParameter(f"--container-runtime podman: {why}")
+            log.info("container runtime: %s", why)
+        else:
+            log.info("container runtime: host (commands run on this host; images are not used)")
         return requested
     if requested not in (None, "", "auto"):
         raise typer.BadParameter("--container-runtime must be podman, host or auto")
-    ok, why = podman_works()
+    ok, why = podman_works(settings)
+    log.info("container runtime: %s (%s)", "podman" if ok else "host", why)
     return "podman" if ok else "host"
 
 
@@ -70,23 +60,35 @@ def serve(
     bucket_root: Path = typer.Option(None, "--bucket-root", help="Folder holding local buckets."),
     gcs: bool = typer.Option(False, "--gcs", help="Send gs:// to real Cloud Storage (needs gcsfs)."),
     cancel_grace: float = typer.Option(10.0, "--cancel-grace", help="Seconds between SIGTERM and SIGKILL."),
+    insecure_registry: list[str] = typer.Option(
+        [],
+        "--insecure-registry",
+        help="A plain-HTTP registry on loopback (127.0.0.1:PORT) podman may pull images from (repeatable).",
+    ),
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
     """Run the Trainworks server in the foreground."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    runtime = resolve_runtime(container_runtime)
     tokens = frozenset(t for item in api_token for t in item.split(",") if t)
     settings = Settings(
         home=home or default_home(),
         database_url=database_url,
-        container_runtime=runtime,
+        container_runtime="host",
         api_tokens=tokens,
         bucket_root=bucket_root,
         gcs_protocol="gcs" if gcs else "file",
         cancel_grace_seconds=cancel_grace,
+        insecure_registries=tuple(insecure_registry),
     )
+    if insecure_registry:
+        from trainworks.backends.podman import check_registry
+
+        try:
+            settings.insecure_registries = tuple(check_registry(r) for r in insecure_registry)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    settings.container_runtime = resolve_runtime(container_runtime, settings)
     log.info("home %s, database %s", settings.home, settings.db_url.split("@")[-1])
-    log.info("container runtime: %s%s", runtime, "" if runtime == "podman" else f" ({podman_works()[1]})")
     if tokens:
         log.info("auth: %d token(s) required", len(tokens))
     from trainworks.api.app import create_app

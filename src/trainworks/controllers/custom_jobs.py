@@ -22,11 +22,13 @@ import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from trainworks.backends.base import Backend, LaunchError, LaunchRequest, Phase, ProcessHandle
 from trainworks.backends.commands import TaskError, host_argv, podman_argv, pool_env
+from trainworks.backends.podman import Podman, container_name, launch_env
 from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
 from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES, JobContext, ReplicaSlot, replica_environment
@@ -132,9 +134,12 @@ class CustomJobController:
         if job.outcome is not None:
             return self._tear_down(job)
         if state == S.JOB_STATE_QUEUED:
-            if self.jobs.transition(job.id, [S.JOB_STATE_QUEUED], state=S.JOB_STATE_PENDING):
-                log_service(self.job_dir(job), "Waiting for job to be provisioned.")
-            return True
+            if not self.jobs.transition(job.id, [S.JOB_STATE_QUEUED], state=S.JOB_STATE_PENDING):
+                return True
+            log_service(self.job_dir(job), "Waiting for job to be provisioned.")
+            # Go on to start it in this pass: waiting for the next one cost a poll interval (50 ms).
+            state = S.JOB_STATE_PENDING
+            job.state = int(state)
         if state == S.JOB_STATE_PENDING:
             return self._start(job)
         if state == S.JOB_STATE_RUNNING:
@@ -182,22 +187,59 @@ class CustomJobController:
         return self.jobs.add_replicas(rows)
 
     def _prepare(self, job: CustomJobRow) -> dict[int, Path]:
-        """Per pool, the python of its package environment (python package tasks only)."""
+        """Per pool, the python of its package environment (python package tasks only); under podman, the
+        folder holding the pool's package files instead, which its executor image installs itself."""
         pythons: dict[int, Path] = {}
         for pool, spec in enumerate(job.spec["jobSpec"]["workerPoolSpecs"]):
             package = spec.get("pythonPackageSpec")
-            if package:
+            if package and self.podman is not None:
+                log_service(self.job_dir(job), f"Fetching the python packages of {POOL_NAMES[pool]}.")
+                pythons[pool] = self._stage_packages(job, pool, list(package["packageUris"]))
+            elif package:
                 log_service(self.job_dir(job), f"Installing the python packages of {POOL_NAMES[pool]}.")
                 pythons[pool] = self.packages.ensure(list(package["packageUris"]))
         return pythons
+
+    def _stage_packages(self, job: CustomJobRow, pool: int, uris: list[str]) -> Path:
+        """<job>/packages/<pool>/<i>/<file name>: what podman mounts read-only at /trainworks/packages."""
+        folder = self.job_dir(job) / "packages" / POOL_NAMES[pool]
+        for index, cached in enumerate(self.packages.fetch(uris)):
+            target = folder / str(index) / cached.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".part")
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(cached, tmp)
+            except OSError:
+                shutil.copyfile(cached, tmp)
+            tmp.replace(target)  # a replica of a restarted server may be reading the previous copy
+        return folder
+
+    @cached_property
+    def podman(self) -> Podman | None:
+        """Podman, when this server runs container and python package tasks in containers."""
+        if getattr(self.backend, "container_runtime", "host") != "podman":
+            return None
+        return Podman.from_settings(self.settings)
+
+    def _container_names(self, job: CustomJobRow) -> list[str]:
+        return [
+            container_name(self.settings.home, job.id, f"{POOL_NAMES[r.pool]}-{r.replica_index}")
+            for r in self.jobs.replicas(job.id)
+            if r.phase != "skipped"
+        ]
 
     def _start(self, job: CustomJobRow) -> bool:
         replicas = self.jobs.replicas(job.id) or self._plan(job)
         future = self._preparing.get(job.id)
         if future is None:
-            future = self._prepare_pool.submit(self._prepare, job)
+            if any(spec.get("pythonPackageSpec") for spec in job.spec["jobSpec"]["workerPoolSpecs"]):
+                future = self._prepare_pool.submit(self._prepare, job)
+                future.add_done_callback(lambda _f: self.wake())
+            else:  # nothing to prepare: start now, not after a trip through the pool and another pass
+                future = Future()
+                future.set_result({})
             self._preparing[job.id] = future
-            future.add_done_callback(lambda _f: self.wake())
         if not future.done():
             return True
         del self._preparing[job.id]
@@ -257,11 +299,31 @@ class CustomJobController:
         python: Path | None,
     ) -> ProcessHandle:
         env = replica_environment(context, slot, pool_env(pool))
-        runtime = getattr(self.backend, "container_runtime", "host")
         gcs_root = self.settings.buckets
-        if "containerSpec" in pool and runtime == "podman":
-            argv = podman_argv(pool, env, f"trainworks-{job.id}-{slot.task_name}", gcs_root)
-            process_env = {**_host_env(), **env}
+        shim_gcs_root: Path | None = gcs_root
+        if self.podman is not None:
+            # Inside `podman run`: the image is checked first (TaskError naming it when it is not there),
+            # env values travel in the podman client's environment, and podman mounts /gcs itself.
+            spec = pool.get("containerSpec") or pool.get("pythonPackageSpec") or {}
+            pull = self.podman.pull_policy(spec.get("imageUri") or spec.get("executorImageUri") or "")
+            process_env, explicit = launch_env(_host_env(), env, self.podman)
+            packages = None
+            if python is not None and "pythonPackageSpec" in pool:
+                staged = sorted(python.glob("*/*"), key=lambda p: int(p.parent.name))
+                packages = [str(p.relative_to(python)) for p in staged]
+            argv = podman_argv(
+                pool,
+                env,
+                container_name(self.settings.home, job.id, slot.task_name),
+                gcs_root,
+                podman=self.podman.executable or "podman",
+                pull=pull,
+                explicit_env=explicit,
+                packages_dir=python,
+                packages=packages,
+                labels={"trainworks.job": str(job.id), "trainworks.task": slot.task_name},
+            )
+            shim_gcs_root = None  # the supervisor must not unshare its mount namespace around podman
         else:
             argv = host_argv(pool, env, python)
             process_env = {**_host_env(), **env}
@@ -272,7 +334,7 @@ class CustomJobController:
             env=process_env,
             run_dir=Path(replica.run_dir),
             cwd=Path(replica.run_dir),
-            gcs_root=gcs_root,
+            gcs_root=shim_gcs_root,
         )
         return self.backend.launch(request)
 
@@ -352,6 +414,10 @@ class CustomJobController:
                 for _replica, handle in alive:
                     self.backend.signal(handle, signal.SIGKILL)
             return True
+        if self.podman is not None:
+            # A podman client killed by SIGKILL (grace period over, or killed from outside) leaves its
+            # container running: remove whatever is left of this job's containers before it ends.
+            self.podman.remove_containers(self._container_names(job))
         state = S(job.outcome["state"])
         done = self.jobs.transition(
             job.id,

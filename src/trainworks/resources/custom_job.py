@@ -5,14 +5,22 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import StrictBool
+
 from trainworks.resources.enums import AcceleratorType, JobState, ReservationAffinityType, Strategy
 from trainworks.resources.status import Status
 from trainworks.resources.wire import Duration, Int32, Int64, Timestamp, WireModel, enum_field
 
+# The proto JSON parser takes only `true`/`false` for a bool: no "true" strings, no 0/1.
+Bool = StrictBool
+
 
 class EnvVar(WireModel):
-    name: str
-    value: str
+    # Proto3 has no required fields on the wire: an empty value is omitted (`{"name": "X"}`), so both
+    # default to "". Both are REQUIRED, so the validation rules reject an empty name or value (as Vertex
+    # does: `...env[0].value; Message: Required field is not set.`).
+    name: str = ""
+    value: str = ""
 
 
 class ReservationAffinity(WireModel):
@@ -74,8 +82,9 @@ class WorkerPoolSpec(WireModel):
 
     @property
     def is_empty(self) -> bool:
-        """`{}` skips a pool."""
-        return not self.model_fields_set
+        """`{}` skips a pool. Proto3 scalars have no presence, so `{"replicaCount": "0"}` or `[]` values
+        parse to the same empty message: only fields with a non-default value count."""
+        return not self.model_dump(exclude_defaults=True)
 
     @property
     def args(self) -> list[str]:
@@ -90,9 +99,9 @@ class WorkerPoolSpec(WireModel):
 
 class Scheduling(WireModel):
     timeout: Duration | None = None
-    restart_job_on_worker_restart: bool = False
+    restart_job_on_worker_restart: Bool = False
     strategy: enum_field(Strategy) = Strategy.STRATEGY_UNSPECIFIED  # type: ignore[valid-type]
-    disable_retries: bool = False
+    disable_retries: Bool = False
     max_wait_duration: Duration | None = None
 
 
@@ -126,8 +135,8 @@ class CustomJobSpec(WireModel):
     base_output_directory: GcsDestination | None = None
     protected_artifact_location_id: str = ""
     tensorboard: str = ""
-    enable_web_access: bool = False
-    enable_dashboard_access: bool = False
+    enable_web_access: Bool = False
+    enable_dashboard_access: Bool = False
     experiment: str = ""
     experiment_run: str = ""
     models: list[str] = []
@@ -155,8 +164,8 @@ class CustomJob(WireModel):
     labels: dict[str, str] = {}
     encryption_spec: EncryptionSpec | None = None
     web_access_uris: dict[str, str] = {}
-    satisfies_pzs: bool = False
-    satisfies_pzi: bool = False
+    satisfies_pzs: Bool = False
+    satisfies_pzi: Bool = False
 
 
 OUTPUT_ONLY_FIELDS = frozenset(

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -27,6 +27,14 @@ class WireModel(BaseModel):
         validate_default=False,
         ser_json_inf_nan="strings",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: Any) -> Any:
+        """The proto JSON parser reads `null` as "not set" for every field: drop such keys."""
+        if isinstance(data, dict) and any(v is None for v in data.values()):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
     def to_wire(self) -> dict[str, Any]:
         """Canonical proto3 JSON as a dict (defaults omitted)."""
@@ -49,7 +57,7 @@ def _parse_int64(value: Any) -> int:
             number = Decimal(text)
         except InvalidOperation:
             raise ValueError(f"expected an integer, got {value!r}") from None
-        if number != number.to_integral_value():
+        if not (number.is_finite() and -(2**63) <= number < 2**63) or number != number.to_integral_value():
             raise ValueError(f"expected an integer, got {value!r}")
         result = int(number)
     else:
@@ -80,6 +88,12 @@ _DURATION_RE = re.compile(r"^(-)?(\d+)(?:\.(\d{1,9}))?s$")
 _MAX_DURATION_SECONDS = 315_576_000_000
 
 
+class PreciseDuration(timedelta):
+    """A timedelta that remembers the nanoseconds below its microseconds, so "1.000000001s" echoes exactly."""
+
+    sub_micro_nanos: int = 0
+
+
 def parse_duration(value: Any) -> timedelta:
     if isinstance(value, timedelta):
         return value
@@ -94,21 +108,29 @@ def parse_duration(value: Any) -> timedelta:
     seconds = int(whole)
     if seconds > _MAX_DURATION_SECONDS:
         raise ValueError(f"duration {value!r} is out of range")
-    micros = int((frac or "0").ljust(9, "0")[:6])
+    nanos = int((frac or "0").ljust(9, "0"))
+    micros, sub_micro = divmod(nanos, 1000)
     result = timedelta(seconds=seconds, microseconds=micros)
-    return -result if sign else result
+    result = -result if sign else result
+    if not sub_micro:
+        return result
+    precise = PreciseDuration(days=result.days, seconds=result.seconds, microseconds=result.microseconds)
+    precise.sub_micro_nanos = -sub_micro if sign else sub_micro
+    return precise
 
 
 def format_duration(value: timedelta) -> str:
-    total_us = value // timedelta(microseconds=1)
-    sign = "-" if total_us < 0 else ""
-    total_us = abs(total_us)
-    seconds, micros = divmod(total_us, 1_000_000)
-    if micros == 0:
+    """Canonical proto3 JSON: 0, 3, 6 or 9 fractional digits, as protobuf prints it."""
+    total_ns = (value // timedelta(microseconds=1)) * 1000 + getattr(value, "sub_micro_nanos", 0)
+    sign = "-" if total_ns < 0 else ""
+    seconds, nanos = divmod(abs(total_ns), 1_000_000_000)
+    if nanos == 0:
         return f"{sign}{seconds}s"
-    if micros % 1000 == 0:
-        return f"{sign}{seconds}.{micros // 1000:03d}s"
-    return f"{sign}{seconds}.{micros:06d}s"
+    if nanos % 1_000_000 == 0:
+        return f"{sign}{seconds}.{nanos // 1_000_000:03d}s"
+    if nanos % 1000 == 0:
+        return f"{sign}{seconds}.{nanos // 1000:06d}s"
+    return f"{sign}{seconds}.{nanos:09d}s"
 
 
 Duration = Annotated[

@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from trainworks.catalog import machines
 from trainworks.resources.custom_job import CustomJob, CustomJobSpec, EnvVar, WorkerPoolSpec
-from trainworks.resources.enums import Strategy
+from trainworks.resources.enums import AcceleratorType, Strategy
 from trainworks.services.errors import FieldViolation
+from trainworks.services.wire_errors import map_key
 from trainworks.storage.gcs import StoragePathError, parse_gcs_uri
 
 MAX_POOLS = 4
@@ -18,6 +19,8 @@ MAX_ARGS_CHARS = 100_000
 MAX_LABELS = 64
 MAX_DISPLAY_NAME = 128
 MAX_PACKAGE_URIS = 100
+# "Label keys and values can be no longer than 64 characters (Unicode codepoints)" (CustomJob.labels).
+MAX_LABEL_CHARS = 64
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -33,17 +36,19 @@ def check_labels(labels: dict[str, str], path: str = "labels") -> list[FieldViol
     if len(labels) > MAX_LABELS:
         out.append(FieldViolation(path, f"at most {MAX_LABELS} labels are allowed, got {len(labels)}"))
     for key, value in labels.items():
-        where = f'{path}["{key}"]'
-        if not key or len(key) > 63:
-            out.append(FieldViolation(where, "label keys must be 1 to 63 characters long"))
+        where = map_key(path, key)
+        if not key or len(key) > MAX_LABEL_CHARS:
+            out.append(FieldViolation(where, f"label keys must be 1 to {MAX_LABEL_CHARS} characters long"))
         elif not (key[0].islower() or unicodedata.category(key[0]) == "Lo"):
             out.append(FieldViolation(where, "label keys must start with a lowercase letter"))
         elif not all(_label_char_ok(c) for c in key):
             out.append(
                 FieldViolation(where, "label keys may contain only lowercase letters, digits, '_' and '-'")
             )
-        if len(value) > 63:
-            out.append(FieldViolation(where, "label values must be at most 63 characters long"))
+        if len(value) > MAX_LABEL_CHARS:
+            out.append(
+                FieldViolation(where, f"label values must be at most {MAX_LABEL_CHARS} characters long")
+            )
         elif not all(_label_char_ok(c) for c in value):
             out.append(
                 FieldViolation(where, "label values may contain only lowercase letters, digits, '_' and '-'")
@@ -56,7 +61,11 @@ def _check_env(env: list[EnvVar], path: str) -> list[FieldViolation]:
     if len(env) > MAX_ENV:
         out.append(FieldViolation(path, f"at most {MAX_ENV} environment variables are allowed"))
     for i, var in enumerate(env):
-        if not _ENV_NAME.match(var.name):
+        # Both are REQUIRED; proto3 cannot tell "" from absent, so an empty value is "not set" (Vertex
+        # answers `...env[0].value; Message: Required field is not set.`).
+        if not var.name:
+            out.append(FieldViolation(f"{path}[{i}].name", "Required field is not set."))
+        elif not _ENV_NAME.match(var.name):
             out.append(
                 FieldViolation(
                     f"{path}[{i}].name",
@@ -64,6 +73,8 @@ def _check_env(env: list[EnvVar], path: str) -> list[FieldViolation]:
                     "not starting with a digit)",
                 )
             )
+        if not var.value:
+            out.append(FieldViolation(f"{path}[{i}].value", "Required field is not set."))
     return out
 
 
@@ -90,11 +101,29 @@ def _check_machine(pool: WorkerPoolSpec, path: str) -> list[FieldViolation]:
         ]
     problem = machines.check_accelerator(machine, spec.accelerator_type.name, spec.accelerator_count)
     if problem:
-        field = "accelerator_type"
-        if spec.accelerator_type.value and "count" in problem.lower():
-            field = "accelerator_count"
+        field = _accelerator_field(machine, spec.accelerator_type.name, spec.accelerator_count)
         return [FieldViolation(f"{path}.machine_spec.{field}", problem)]
     return []
+
+
+def _accelerator_field(machine: machines.MachineType, accelerator: str, count: int) -> str:
+    """Which field a rejected accelerator request is reported on: the type when it is missing or cannot go on
+    this machine type, else the count."""
+    if count < 0:
+        return "accelerator_count"
+    if accelerator == machines.UNSPECIFIED:
+        # A count without a type: the type is missing, unless this machine type takes no accelerators.
+        takes_any = machine.accelerator_type is not None or any(
+            (info := machines.accelerator(a.name)) is not None and machine.family in info.allowed_families
+            for a in AcceleratorType
+        )
+        return "accelerator_type" if takes_any else "accelerator_count"
+    if machine.accelerator_type is not None:
+        return "accelerator_count" if accelerator == machine.accelerator_type else "accelerator_type"
+    info = machines.accelerator(accelerator)
+    if info is None or machine.family not in info.allowed_families:
+        return "accelerator_type"
+    return "accelerator_count"
 
 
 def _check_task(pool: WorkerPoolSpec, path: str) -> list[FieldViolation]:
@@ -164,7 +193,7 @@ def _check_pool(pool: WorkerPoolSpec, index: int, path: str) -> list[FieldViolat
         where = f"{path}.nfs_mounts[{i}]"
         for name in ("server", "path", "mount_point"):
             if not getattr(mount, name):
-                out.append(FieldViolation(f"{where}.{name}", "required field is missing"))
+                out.append(FieldViolation(f"{where}.{name}", "Required field is not set."))
         if mount.path and not mount.path.startswith("/"):
             out.append(FieldViolation(f"{where}.path", "must start with '/'"))
     return out
@@ -205,7 +234,7 @@ def _check_spec(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
     if spec.base_output_directory is not None:
         where = f"{path}.base_output_directory.output_uri_prefix"
         if not spec.base_output_directory.output_uri_prefix:
-            out.append(FieldViolation(where, "required field is missing"))
+            out.append(FieldViolation(where, "Required field is not set."))
         else:
             out += _check_gcs_uri(spec.base_output_directory.output_uri_prefix, where)
     if spec.persistent_resource_id:
@@ -221,14 +250,14 @@ def _check_spec(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
 def validate_custom_job(job: CustomJob) -> list[FieldViolation]:
     out: list[FieldViolation] = []
     if not job.display_name.strip():
-        out.append(FieldViolation("display_name", "a display name is required"))
+        out.append(FieldViolation("display_name", "Required field is not set."))
     elif len(job.display_name) > MAX_DISPLAY_NAME:
         out.append(FieldViolation("display_name", f"must be at most {MAX_DISPLAY_NAME} characters"))
     if job.job_spec is None:
-        out.append(FieldViolation("job_spec", "a job spec is required"))
+        out.append(FieldViolation("job_spec", "Required field is not set."))
     else:
         out += _check_spec(job.job_spec, "job_spec")
     out += check_labels(job.labels)
     if job.encryption_spec is not None and not job.encryption_spec.kms_key_name:
-        out.append(FieldViolation("encryption_spec.kms_key_name", "required field is missing"))
+        out.append(FieldViolation("encryption_spec.kms_key_name", "Required field is not set."))
     return out

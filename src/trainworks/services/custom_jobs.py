@@ -53,7 +53,8 @@ def apply_read_mask(resource: dict[str, Any], read_mask: str) -> dict[str, Any]:
 
 
 def _token(created: datetime, job_id: int, fingerprint: str) -> str:
-    raw = json.dumps({"t": created.isoformat(), "i": job_id, "f": fingerprint})
+    # SQLite hands back naive datetimes (UTC): format_timestamp always writes an explicit zone.
+    raw = json.dumps({"t": format_timestamp(created), "i": job_id, "f": fingerprint})
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
@@ -108,9 +109,10 @@ class CustomJobService:
 
     def _find(self, project: str, location: str, job_id: str) -> CustomJobRow:
         jid = numeric_id(job_id, "CustomJob")
-        row = self.jobs.get(jid, self.projects.number(project), location)
+        number = self.projects.number(project)
+        row = self.jobs.get(jid, number, location)
         if row is None:
-            raise not_found(f"CustomJob {custom_job_name(project, location, jid)}")
+            raise not_found(f"CustomJob {custom_job_name(number, location, jid)}")
         return row
 
     def get(self, project: str, location: str, job_id: str) -> dict[str, Any]:
@@ -139,7 +141,9 @@ class CustomJobService:
         after = _untoken(page_token, fingerprint) if page_token else None
         number = self.projects.number(project)
         rows = self.jobs.page(number, location, where, after, size + 1)
-        out: dict[str, Any] = {"customJobs": [apply_read_mask(job_wire(r), read_mask) for r in rows[:size]]}
+        out: dict[str, Any] = {}
+        if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
+            out["customJobs"] = [apply_read_mask(job_wire(r), read_mask) for r in rows[:size]]
         if len(rows) > size:
             last = rows[size - 1]
             out["nextPageToken"] = _token(last.create_time, last.id, fingerprint)
@@ -164,7 +168,7 @@ class CustomJobService:
             return self.cancel(project, location, job_id)
         self.wake()
 
-    def delete(self, project: str, location: str, job_id: str) -> dict[str, Any]:
+    def delete(self, project: str, location: str, job_id: str, api_version: str = "v1") -> dict[str, Any]:
         row = self._find(project, location, job_id)
         if not S(row.state).terminal:
             raise failed_precondition(
@@ -181,6 +185,7 @@ class CustomJobService:
             f"customJobs/{row.id}",
             "delete_custom_job",
             "DeleteOperationMetadata",
+            api_version,
         )
         self.jobs.set_fields(row.id, delete_operation_id=op.id)
         self.wake()

@@ -15,6 +15,20 @@ from trainworks.store.operations import OperationStore
 from trainworks.store.tables import OperationRow
 
 AIP = "type.googleapis.com/google.cloud.aiplatform.v1."
+API_VERSIONS = ("v1", "v1beta1")
+
+
+def aiplatform_type_url(name: str, api_version: str = "v1") -> str:
+    """`type.googleapis.com/google.cloud.aiplatform.{v1|v1beta1}.{name}`.
+
+    A v1beta1 client only registers the v1beta1 types: an Operation whose metadata names a v1 type does not
+    even parse there, so operations carry the version of the call that started them.
+    """
+    if api_version not in API_VERSIONS:
+        raise ValueError(f"unknown API version {api_version!r}")
+    return f"type.googleapis.com/google.cloud.aiplatform.{api_version}.{name}"
+
+
 MAX_WAIT_SECONDS = 60.0
 
 
@@ -48,7 +62,13 @@ class OperationService:
         self.projects = projects
 
     def create(
-        self, project_number: str, location: str, resource: str, kind: str, metadata_type: str
+        self,
+        project_number: str,
+        location: str,
+        resource: str,
+        kind: str,
+        metadata_type: str,
+        api_version: str = "v1",
     ) -> OperationRow:
         now = now_utc()
         row = OperationRow(
@@ -58,7 +78,7 @@ class OperationService:
             resource=resource,
             kind=kind,
             metadata_={
-                "@type": AIP + metadata_type,
+                "@type": aiplatform_type_url(metadata_type, api_version),
                 "genericMetadata": {"createTime": now.isoformat(), "updateTime": now.isoformat()},
             },
             done=False,
@@ -95,7 +115,9 @@ class OperationService:
                 raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
         size = 100 if page_size <= 0 else min(page_size, 1000)
         rows = self.store.page(number, location, resource, after, size + 1)
-        out: dict[str, Any] = {"operations": [operation_wire(r) for r in rows[:size]]}
+        out: dict[str, Any] = {}
+        if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
+            out["operations"] = [operation_wire(r) for r in rows[:size]]
         if len(rows) > size:
             out["nextPageToken"] = base64.urlsafe_b64encode(str(rows[size - 1].id).encode()).decode()
         return out

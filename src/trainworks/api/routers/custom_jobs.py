@@ -16,6 +16,7 @@ PARENT = "/projects/{project}/locations/{location}/customJobs"
 
 def router(prefix: str) -> APIRouter:
     api = APIRouter(prefix=prefix, tags=["customJobs"])
+    api_version = prefix.strip("/")  # v1 or v1beta1: the version of the types operations name
 
     @api.post(PARENT)
     async def create(project: str, location: str, request: Request) -> Any:
@@ -45,7 +46,7 @@ def router(prefix: str) -> APIRouter:
 
     @api.delete(PARENT + "/{job_id}")
     def delete(project: str, location: str, job_id: str, request: Request) -> Any:
-        return request.app.state.services.custom_jobs.delete(project, location, job_id)
+        return request.app.state.services.custom_jobs.delete(project, location, job_id, api_version)
 
     return api
 

@@ -38,7 +38,7 @@ def router(prefix: str) -> APIRouter:
 
     @api.post(LOCATION + "/operations/{op}:wait")
     async def wait_op(project: str, location: str, op: str, request: Request) -> Any:
-        timeout = _timeout(await json_body(request, required=False))
+        timeout = _timeout(request, await json_body(request, required=False))
         from starlette.concurrency import run_in_threadpool
 
         return await run_in_threadpool(svc(request).wait, project, location, "", op, timeout)
@@ -74,7 +74,7 @@ def router(prefix: str) -> APIRouter:
     async def wait_res_op(
         project: str, location: str, collection: str, resource_id: str, op: str, request: Request
     ) -> Any:
-        timeout = _timeout(await json_body(request, required=False))
+        timeout = _timeout(request, await json_body(request, required=False))
         from starlette.concurrency import run_in_threadpool
 
         return await run_in_threadpool(
@@ -98,10 +98,14 @@ def router(prefix: str) -> APIRouter:
     return api
 
 
-def _timeout(body: Any) -> float | None:
-    if not isinstance(body, dict) or not body.get("timeout"):
+def _timeout(request: Request, body: Any) -> float | None:
+    """WaitOperationRequest.timeout: the official REST client sends it in the query (`?timeout=3.500s`),
+    other callers may send it in the body."""
+    raw = body.get("timeout") if isinstance(body, dict) else None
+    raw = raw or query_param(request, "timeout", "timeout")
+    if not raw:
         return None
     try:
-        return parse_duration(body["timeout"]).total_seconds()
+        return parse_duration(raw).total_seconds()
     except ValueError as exc:
         raise invalid_argument([FieldViolation("timeout", str(exc))]) from None
