@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trainworks.resources.status import Code
-from trainworks.services.errors import ApiError
+from trainworks.services.errors import ApiError, FieldViolation
 
 log = logging.getLogger(__name__)
 
@@ -71,22 +72,37 @@ def install_error_handlers(app: FastAPI) -> None:
             error_body(400, Code.INVALID_ARGUMENT, "Invalid request.", details), status_code=400
         )
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error", exc_info=exc)
-        return JSONResponse(
-            error_body(500, Code.INTERNAL, "Internal error encountered. The error was logged by the server."),
-            status_code=500,
-        )
+    # A middleware rather than an exception handler: Starlette re-raises after handlers for Exception,
+    # which makes the server drop the client's keep-alive connection.
+    @app.middleware("http")
+    async def _unexpected(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        try:
+            return await call_next(request)
+        except Exception as exc:
+            log.exception("internal error", exc_info=exc)
+            return JSONResponse(
+                error_body(
+                    500, Code.INTERNAL, "Internal error encountered. The error was logged by the server."
+                ),
+                status_code=500,
+            )
 
 
 async def json_body(request: Request, required: bool = True) -> Any:
     raw = await request.body()
     if not raw.strip():
         if required:
-            raise ApiError(Code.INVALID_ARGUMENT, "Invalid JSON payload received. The request body is empty.")
+            raise ApiError(
+                Code.INVALID_ARGUMENT,
+                "Invalid JSON payload received. The request body is empty.",
+                [FieldViolation("body", "the request body is empty")],
+            )
         return {}
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ApiError(Code.INVALID_ARGUMENT, f"Invalid JSON payload received. {exc}") from None
+        raise ApiError(
+            Code.INVALID_ARGUMENT,
+            f"Invalid JSON payload received. {exc}",
+            [FieldViolation("body", f"not valid JSON: {exc}")],
+        ) from None

@@ -112,6 +112,7 @@ _OPERATORS = ("<=", ">=", "!=", "=", "<", ">", ":")  # two-character operators f
 _TEXT_STOP = set("()<>=!:.\"'")
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 _MAX_DEPTH = 64  # nested parentheses / NOTs
+_MAX_COMPARISONS = 200  # keeps the SQL within every database's expression limits
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -193,6 +194,7 @@ class _Parser:
         self.tokens = _tokenize(text)
         self.i = 0
         self.depth = 0
+        self.comparisons = 0
 
     def peek(self) -> _Token:
         return self.tokens[self.i]
@@ -276,6 +278,9 @@ class _Parser:
 
     def restriction(self) -> Comparison:
         first = self.advance()
+        self.comparisons += 1
+        if self.comparisons > _MAX_COMPARISONS:
+            raise FilterError(f"a filter may hold at most {_MAX_COMPARISONS} comparisons", first.start)
         path = [first.text]
         while self.peek().kind == _KDOT:
             dot = self.advance()

@@ -29,6 +29,18 @@ def _write_json(path, data, durable=True):
     os.replace(tmp, path)
 
 
+def _fsync(path):
+    """Best effort: the file is in place already, this only makes it survive a host crash."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        return
+
+
 def _mount_gcs(root, err):
     """A private mount namespace with the bucket root bound at /gcs, as Cloud Storage FUSE shows it."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -49,10 +61,9 @@ def main():
     err = os.open(os.path.join(run_dir, "stderr.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     if os.getpgid(0) != os.getpid():
         os.setsid()
-    # No fsync: the record names a live process, which a host crash would end anyway, and the command
-    # should not wait on the disk to start.
-    shim = {"pid": os.getpid(), "started": time.time()}
-    _write_json(os.path.join(run_dir, "shim.json"), shim, durable=False)
+    # Written before the command starts, made durable once it has (the command need not wait on the disk).
+    shim_record = os.path.join(run_dir, "shim.json")
+    _write_json(shim_record, {"pid": os.getpid(), "started": time.time()}, durable=False)
     if spec.get("gcs_root"):
         try:
             _mount_gcs(spec["gcs_root"], err)
@@ -79,6 +90,8 @@ def main():
         except BaseException as exc:  # noqa: BLE001 - anything here means the command never started
             os.write(2, f"[trainworks] could not start {spec['argv'][0]!r}: {exc}\n".encode())
             os._exit(127)
+
+    _fsync(shim_record)
 
     while True:
         try:

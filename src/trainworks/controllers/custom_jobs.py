@@ -299,7 +299,8 @@ class CustomJobController:
         python: Path | None,
     ) -> ProcessHandle:
         env = replica_environment(context, slot, pool_env(pool))
-        gcs_root = self.settings.buckets
+        # /gcs shows the local bucket root; objects in real Cloud Storage would need a FUSE mount instead.
+        gcs_root = self.settings.buckets if self.settings.gcs_protocol == "file" else None
         shim_gcs_root: Path | None = gcs_root
         if self.podman is not None:
             # Inside `podman run`: the image is checked first (TaskError naming it when it is not there),

@@ -154,7 +154,10 @@ def parse_timestamp(value: Any) -> datetime:
     frac = re.search(r"\.(\d+)", text)
     if frac and len(frac.group(1)) > 6:
         text = text.replace(frac.group(0), "." + frac.group(1)[:6])
-    return datetime.fromisoformat(text).astimezone(UTC)
+    try:
+        return datetime.fromisoformat(text).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError(f"timestamp {value!r} is out of range") from None
 
 
 def format_timestamp(value: datetime) -> str:

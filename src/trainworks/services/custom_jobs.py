@@ -62,7 +62,9 @@ def _untoken(token: str, fingerprint: str) -> tuple[datetime, int]:
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
         created, job_id, fp = parse_timestamp(data["t"]), int(data["i"]), data["f"]
-    except (ValueError, KeyError, TypeError):
+        if not 0 <= job_id < 2**63:
+            raise ValueError("id out of range")
+    except (ValueError, KeyError, TypeError, OverflowError):
         raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
     if fp != fingerprint:
         raise invalid_argument(
@@ -89,7 +91,7 @@ class CustomJobService:
         violations = validate_custom_job(job)
         if violations:
             raise invalid_argument(violations)
-        number = self.projects.number(project)
+        number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
         row = CustomJobRow(
@@ -109,7 +111,7 @@ class CustomJobService:
 
     def _find(self, project: str, location: str, job_id: str) -> CustomJobRow:
         jid = numeric_id(job_id, "CustomJob")
-        number = self.projects.number(project)
+        number = self.projects.number(project, location)
         row = self.jobs.get(jid, number, location)
         if row is None:
             raise not_found(f"CustomJob {custom_job_name(number, location, jid)}")
@@ -139,7 +141,7 @@ class CustomJobService:
             raise invalid_argument([FieldViolation("filter", str(exc))]) from None
         fingerprint = hashlib.sha256(filter_text.strip().encode()).hexdigest()[:16]
         after = _untoken(page_token, fingerprint) if page_token else None
-        number = self.projects.number(project)
+        number = self.projects.number(project, location)
         rows = self.jobs.page(number, location, where, after, size + 1)
         out: dict[str, Any] = {}
         if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`

@@ -90,7 +90,7 @@ class LogService:
         poll_seconds: float = 0.2,
     ) -> Iterator[dict[str, Any]]:
         jid = numeric_id(job_id, "CustomJob")
-        number = self.projects.number(project)
+        number = self.projects.number(project, location)
         if self.jobs.get(jid, number, location) is None:
             raise not_found(f"CustomJob {custom_job_name(number, location, jid)}")
         return self._stream(jid, task, follow, poll_seconds)

@@ -88,7 +88,7 @@ class OperationService:
         return self.store.insert(row)
 
     def _find(self, project: str, location: str, resource: str, op_id: str) -> OperationRow:
-        number = self.projects.number(project)
+        number = self.projects.number(project, location)
         oid = numeric_id(op_id, "Operation")
         row = self.store.get(oid)
         if (
@@ -106,11 +106,13 @@ class OperationService:
     def list(
         self, project: str, location: str, resource: str | None, page_size: int, page_token: str
     ) -> dict[str, Any]:
-        number = self.projects.number(project)
+        number = self.projects.number(project, location)
         after = None
         if page_token:
             try:
                 after = int(base64.urlsafe_b64decode(page_token.encode()).decode())
+                if not 0 <= after < 2**63:
+                    raise ValueError("id out of range")
             except ValueError:
                 raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
         size = 100 if page_size <= 0 else min(page_size, 1000)

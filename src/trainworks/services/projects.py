@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -12,6 +13,7 @@ from trainworks.services.errors import FieldViolation, invalid_argument
 from trainworks.store.database import Database
 from trainworks.store.tables import ProjectRow
 
+_LOCATION = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _PROJECT_ID_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-.:")
 
 
@@ -25,9 +27,21 @@ class Projects:
         self.db = db
         self._cache: dict[str, str] = {}
 
-    def number(self, project: str) -> str:
-        """The project number for a project ID or number, registering new project IDs on first use."""
+    def number(self, project: str, location: str | None = None) -> str:
+        """The project number for a project ID or number, registering new project IDs on first use.
+
+        The location of the path is checked here too, since every resource is scoped by both."""
+        if location is not None and not _LOCATION.match(location):
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "parent", f"invalid location {location[:80]!r}: use a region such as us-central1"
+                    )
+                ]
+            )
         if project.isdigit():
+            if len(project) > 19:
+                raise invalid_argument([FieldViolation("parent", "a project number has at most 19 digits")])
             return project
         cached = self._cache.get(project)
         if cached:
