@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
-from trainworks.cli.custom_jobs import (
+from trainworks.cli.common import job_name
+from trainworks.cli.pool_specs import (
     FlagError,
     build_custom_job,
     camelize,
-    job_name,
     parse_dict,
     parse_duration,
     parse_worker_pool_spec,

@@ -1,0 +1,130 @@
+"""What every custom-jobs command shares: option types, the REST client, error handling and job names."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from trainworks.cli.pool_specs import FlagError
+from trainworks.cli.render import OutputFormat, print_status
+from trainworks.client.rest import ApiError, TrainworksClient, TrainworksConnectionError
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
+
+# ====================================================================== common options
+EndpointOpt = Annotated[
+    str,
+    typer.Option("--endpoint", envvar="TRAINWORKS_ENDPOINT", help="Base URL of the Trainworks server."),
+]
+ProjectOpt = Annotated[
+    str, typer.Option("--project", envvar="TRAINWORKS_PROJECT", help="Project ID or number.")
+]
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--region", envvar="TRAINWORKS_REGION", help="Region (location) of the jobs, e.g. us-central1."
+    ),
+]
+ApiKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key", envvar="TRAINWORKS_API_KEY", help="API key or bearer token.", show_default=False
+    ),
+]
+FormatOpt = Annotated[
+    OutputFormat,
+    typer.Option("--format", case_sensitive=False, help="human (default), or json / yaml for scripts."),
+]
+JobArg = Annotated[
+    str,
+    typer.Argument(metavar="CUSTOM_JOB", help="Job ID, or full name projects/P/locations/L/customJobs/ID."),
+]
+
+
+# ====================================================================== errors
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """API, connection and flag errors become a message on stderr and exit 1 (2 for bad flags)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except FlagError as exc:
+            print_status(f"ERROR: {exc}")
+            raise typer.Exit(2) from None
+        except ApiError as exc:
+            print_status(f"ERROR: {exc.status}: {exc.message}")
+            for field, description in exc.violations:
+                print_status(f"  - {field}: {description}")
+            raise typer.Exit(1) from None
+        except TrainworksConnectionError as exc:
+            print_status(f"ERROR: {exc}")
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            print_status("Interrupted.")
+            raise typer.Exit(130) from None
+        except BrokenPipeError:
+            # The reader went away (e.g. `| head`): stop quietly, as the Python docs recommend.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ====================================================================== client and names
+def make_client(endpoint: str, api_key: str | None) -> TrainworksClient:
+    """A REST client for `endpoint` (the default endpoint when it is empty)."""
+    return TrainworksClient(endpoint or DEFAULT_ENDPOINT, api_key=api_key)
+
+
+def endpoint_flag(endpoint: str) -> str:
+    """` --endpoint=URL` for the command hints we print; empty for the default endpoint."""
+    return "" if endpoint == DEFAULT_ENDPOINT else f" --endpoint={endpoint}"
+
+
+def require_region(region: str | None) -> str:
+    """The --region value; a FlagError when there is none."""
+    if not region:
+        raise FlagError("--region", "a region is required (or set TRAINWORKS_REGION)")
+    return region
+
+
+def job_name(value: str, project: str, region: str | None) -> str:
+    """A full CustomJob name, from a name or a bare job ID (expanded with --project and --region)."""
+    value = value.strip().strip("/")
+    if value.startswith("projects/"):
+        if "/customJobs/" not in value:
+            raise FlagError(
+                "CUSTOM_JOB", f"[{value}] is not a CustomJob name (projects/P/locations/L/customJobs/ID)"
+            )
+        return value
+    if "/" in value or not value:
+        raise FlagError("CUSTOM_JOB", f"[{value}] is neither a job ID nor a full CustomJob name")
+    if not region:
+        raise FlagError("--region", f"a region is needed to expand the job ID [{value}]; pass --region")
+    return f"projects/{project}/locations/{region}/customJobs/{value}"
+
+
+__all__ = [
+    "DEFAULT_ENDPOINT",
+    "ApiKeyOpt",
+    "EndpointOpt",
+    "FormatOpt",
+    "JobArg",
+    "ProjectOpt",
+    "RegionOpt",
+    "endpoint_flag",
+    "handle_errors",
+    "job_name",
+    "make_client",
+    "require_region",
+]

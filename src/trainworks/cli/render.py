@@ -1,0 +1,203 @@
+"""How the custom-jobs commands show things: jobs as rich summaries and tables (human), JSON or YAML
+on stdout, log lines, and status lines on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import yaml
+
+
+class OutputFormat(StrEnum):
+    human = "human"
+    json = "json"
+    yaml = "yaml"
+
+
+def print_status(message: str) -> None:
+    """Progress and hints go to stderr, like gcloud, so stdout stays the command's result."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def print_data(data: Any, fmt: OutputFormat) -> None:
+    """A result for scripts: YAML for `--format=yaml`, indented JSON otherwise."""
+    if fmt == OutputFormat.yaml:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    else:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def print_log_entry(entry: dict[str, Any], fmt: OutputFormat) -> None:
+    """One log entry: `[task] text` for humans, a JSON line for json and yaml."""
+    out = sys.stdout
+    if fmt == OutputFormat.human:
+        out.write(f"[{entry.get('task', '')}] {entry.get('text', '')}\n")
+    else:
+        out.write(json.dumps(entry) + "\n")
+    out.flush()
+
+
+# ====================================================================== human output (rich)
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    # Not a terminal: $COLUMNS wide, else 200, so piped output is not wrapped at 80 columns.
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 200
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+
+
+def _job_id(name: str) -> str:
+    return name.rsplit("/", 1)[-1]
+
+
+_STATE_STYLE = {
+    "JOB_STATE_SUCCEEDED": "green",
+    "JOB_STATE_FAILED": "red",
+    "JOB_STATE_CANCELLED": "yellow",
+    "JOB_STATE_CANCELLING": "yellow",
+    "JOB_STATE_RUNNING": "cyan",
+}
+
+
+def _styled_state(state: str) -> str:
+    style = _STATE_STYLE.get(state)
+    return f"[{style}]{state}[/{style}]" if style else state
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _run_time(job: dict[str, Any]) -> str:
+    """startTime to endTime as `1h02m03s` / `4m05s` / `6.0s`; empty until the job has ended."""
+    start = _parse_time(job.get("startTime"))
+    if start is None:
+        return ""
+    end = _parse_time(job.get("endTime"))
+    if end is None:
+        return ""
+    seconds = max((end - start).total_seconds(), 0.0)
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{seconds:.1f}s"
+
+
+def _describe_pool(index: int, pool: dict[str, Any]) -> str:
+    """A worker pool as `pool N: replicas x machine` plus indented lines for its image or package."""
+    if not pool:
+        return f"pool {index}: (skipped)"
+    machine = pool.get("machineSpec") or {}
+    text = f"pool {index}: {pool.get('replicaCount', '0')} x {machine.get('machineType', '?')}"
+    if machine.get("acceleratorType"):
+        text += f" + {machine.get('acceleratorCount', 1)} x {machine['acceleratorType']}"
+    container, package = pool.get("containerSpec"), pool.get("pythonPackageSpec")
+    if container:
+        text += f"\n      image    {container.get('imageUri', '')}"
+        if container.get("command"):
+            text += f"\n      command  {json.dumps(container['command'])}"
+        if container.get("args"):
+            text += f"\n      args     {json.dumps(container['args'])}"
+    elif package:
+        text += f"\n      executor {package.get('executorImageUri', '')}"
+        text += f"\n      module   {package.get('pythonModule', '')}"
+        if package.get("packageUris"):
+            text += f"\n      packages {', '.join(package['packageUris'])}"
+        if package.get("args"):
+            text += f"\n      args     {json.dumps(package['args'])}"
+    return text
+
+
+def print_job_summary(job: dict[str, Any]) -> None:
+    """One job as aligned `Label: value` lines, then its worker pools."""
+    from rich.markup import escape
+
+    console = _console()
+    rows: list[tuple[str, str]] = [
+        ("Name", escape(job.get("name", ""))),
+        ("Display name", escape(job.get("displayName", ""))),
+        ("State", _styled_state(job.get("state", "JOB_STATE_UNSPECIFIED"))),
+        ("Created", job.get("createTime", "")),
+    ]
+    for label, key in (("Started", "startTime"), ("Ended", "endTime"), ("Updated", "updateTime")):
+        if job.get(key):
+            rows.append((label, job[key]))
+    if _run_time(job):
+        rows.append(("Run time", _run_time(job)))
+    error = job.get("error")
+    if error:
+        rows.append(
+            ("Error", f"[red]code {error.get('code', 0)}: {escape(str(error.get('message', '')))}[/red]")
+        )
+    if job.get("labels"):
+        rows.append(("Labels", escape(", ".join(f"{k}={v}" for k, v in sorted(job["labels"].items())))))
+    spec = job.get("jobSpec") or {}
+    timeout = (spec.get("scheduling") or {}).get("timeout")
+    if timeout:
+        rows.append(("Timeout", timeout))
+    output_dir = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
+    if output_dir:
+        rows.append(("Output dir", escape(output_dir)))
+    for label, key in (("Service account", "serviceAccount"), ("Network", "network")):
+        if spec.get(key):
+            rows.append((label, escape(spec[key])))
+    width = max(len(label) for label, _ in rows) + 2
+    for label, value in rows:
+        console.print(f"[bold]{label + ':':<{width}}[/bold]{value}", soft_wrap=True)
+    pools = spec.get("workerPoolSpecs") or []
+    if pools:
+        console.print("[bold]Worker pools:[/bold]")
+        for i, pool in enumerate(pools):
+            console.print("  " + escape(_describe_pool(i, pool)), soft_wrap=True)
+
+
+def print_job_table(jobs: list[dict[str, Any]]) -> None:
+    """Jobs as a table (ID, display name, state, create time, run time), like `gcloud ... list`."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = _console()
+    if not jobs:
+        console.print("Listed 0 items.")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("CUSTOM_JOB_ID", no_wrap=True)
+    table.add_column("DISPLAY_NAME", overflow="fold")
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("CREATE_TIME", no_wrap=True)
+    table.add_column("RUN_TIME", no_wrap=True)
+    for job in jobs:
+        table.add_row(
+            _job_id(job.get("name", "")),
+            escape(job.get("displayName", "")),
+            _styled_state(job.get("state", "")),
+            job.get("createTime", ""),
+            _run_time(job),
+        )
+    console.print(table)
+
+
+__all__ = [
+    "OutputFormat",
+    "print_data",
+    "print_job_summary",
+    "print_job_table",
+    "print_log_entry",
+    "print_status",
+]
