@@ -45,16 +45,28 @@ class LocalBackend:
         request.run_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("exit.json", "shim.json"):
             (request.run_dir / stale).unlink(missing_ok=True)
+        # For people and tools looking at a replica: what ran, and which variables it got (values stay out
+        # of the file, they may be secrets). The supervisor takes all of it from its command line.
         spec = {
             "argv": request.argv,
-            "env": request.env,
+            "env_names": sorted(request.env),
             "cwd": str(request.cwd) if request.cwd else None,
             "gcs_root": str(request.gcs_root) if request.gcs_root else None,
         }
         (request.run_dir / "launch.json").write_text(json.dumps(spec))
         try:
             process = subprocess.Popen(
-                [_base_interpreter(), "-I", "-S", str(SHIM), str(request.run_dir)],
+                [
+                    _base_interpreter(),
+                    "-I",
+                    "-S",
+                    str(SHIM),
+                    str(request.run_dir),
+                    str(request.cwd or ""),
+                    str(request.gcs_root or ""),
+                    *request.argv,
+                ],
+                env=request.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=open(request.run_dir / "shim.log", "ab"),  # noqa: SIM115 - the child keeps it

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,13 @@ class Database:
         if migrate:
             self.upgrade()
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # SQLite lets one writer in at a time, and a writer that finds the file locked sleeps in growing
+        # steps (busy_timeout) however soon it comes free: under concurrent requests most of a write was
+        # that sleep. This process's transactions queue on a lock instead; other processes still wait
+        # through busy_timeout.
+        self._serial: AbstractContextManager[Any] = (
+            threading.RLock() if self.dialect == "sqlite" else nullcontext()
+        )
 
     @property
     def dialect(self) -> str:
@@ -70,7 +78,7 @@ class Database:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A transaction: committed on success, rolled back on error."""
-        with self._sessions() as session, session.begin():
+        with self._serial, self._sessions() as session, session.begin():
             yield session
 
     def dispose(self) -> None:

@@ -1,0 +1,178 @@
+"""Shared helpers for the benchmarks: a real server in a temporary home, stopped by PID, and statistics.
+
+Every benchmark talks only to 127.0.0.1 and compares against a baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+PROJECT = "bench-project"
+LOCATION = "us-central1"
+PARENT = f"projects/{PROJECT}/locations/{LOCATION}"
+TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """`trainworks serve` in a temporary home on a free loopback port; stopped by its PID."""
+
+    def __init__(self, extra_args: Sequence[str] = (), keep_home: bool = False) -> None:
+        self.extra_args = list(extra_args)
+        self.keep_home = keep_home
+        self.home = Path(tempfile.mkdtemp(prefix="trainworks-bench-"))
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "server.log"
+
+    def start(self, timeout: float = 60.0) -> Server:
+        self.port = free_port()
+        command = [
+            sys.executable,
+            "-m",
+            "trainworks.cli.main",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--home",
+            str(self.home / "home"),
+            "--container-runtime",
+            "host",
+            "--cancel-grace",
+            "3",
+            *self.extra_args,
+        ]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log_text()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"server did not become healthy:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        if not self.keep_home:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def wait_job(
+    client: httpx.Client, name: str, timeout: float = 120.0, interval: float = 0.02
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/v1/{name}").json()
+        if job.get("state") in TERMINAL:
+            return job  # type: ignore[no-any-return]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name} did not finish within {timeout}s (state {job.get('state')})")
+        time.sleep(interval)
+
+
+def container_pool(command: list[str], replicas: int = 1, args: list[str] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"imageUri": "python:3.11", "command": command}
+    if args:
+        container["args"] = args
+    return {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "replicaCount": str(replicas),
+        "containerSpec": container,
+    }
+
+
+def custom_job(*pools: dict[str, Any], name: str = "bench") -> dict[str, Any]:
+    return {"displayName": name, "jobSpec": {"workerPoolSpecs": list(pools)}}
+
+
+# ------------------------------------------------------------------ statistics
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100): a value that was really observed."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "median": statistics.median(values) if values else math.nan,
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "min": min(values) if values else math.nan,
+        "max": max(values) if values else math.nan,
+    }
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "loadavg_1m": os.getloadavg()[0],
+    }
+
+
+def dump_json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)
