@@ -246,12 +246,12 @@ def test_update_time_moves_with_state(server: ServerProcess) -> None:
 
 
 def test_env_values_stay_out_of_files_and_argv(server: ServerProcess) -> None:
-    code = "import os; print(os.environ['API_SECRET'] == 'hunter2')"
+    code = "import os; print(os.environ['API_SECRET'][::-1])"  # the value itself must not be in the code
     with server.client() as client:
         created = create(client, server, job(python_pool(code, env={"API_SECRET": "hunter2"})))
         wait_job(client, created["name"])
     replica = job_dir(server, created) / "workerpool0-0"
-    assert (replica / "stdout.log").read_text().strip() == "True"
+    assert (replica / "stdout.log").read_text().strip() == "2retnuh"
     launch = json.loads((replica / "launch.json").read_text())
     assert "API_SECRET" in launch["env_names"]
     assert "hunter2" not in (replica / "launch.json").read_text()
