@@ -21,8 +21,8 @@ GATED = (
 )
 
 
-def _start(server: ServerProcess, gate: Path) -> tuple[str, Path]:
-    body = job(python_pool(GATED, args=[str(gate)]), python_pool(GATED, args=[str(gate)]))
+def _start(server: ServerProcess, gate: Path, **spec: object) -> tuple[str, Path]:
+    body = job(python_pool(GATED, args=[str(gate)]), python_pool(GATED, args=[str(gate)]), **spec)
     with server.client() as client:
         created = client.post(f"/v1/{server.parent}/customJobs", json=body).json()
         wait_job(client, created["name"], {"JOB_STATE_RUNNING"})
@@ -65,9 +65,30 @@ def test_running_job_continues_after_restart(fresh_server: ServerProcess, tmp_pa
         assert wait_job(client, name)["state"] == "JOB_STATE_SUCCEEDED"
 
 
-def test_replica_lost_while_server_down_fails_the_job(fresh_server: ServerProcess, tmp_path: Path) -> None:
+def test_replica_lost_while_server_down_restarts_alone(fresh_server: ServerProcess, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     name, job_dir = _start(fresh_server, gate)
+    pids = _shim_pids(job_dir)
+    fresh_server.stop(signal.SIGKILL)
+    os.killpg(pids["workerpool1-0"], signal.SIGKILL)  # supervisor and replica die without a record
+    fresh_server.start()
+    wait_for(
+        lambda: (p := _shim_pids(job_dir).get("workerpool1-0")) != pids["workerpool1-0"] and p,
+        what="the lost worker to be started again",
+    )
+    assert _shim_pids(job_dir)["workerpool0-0"] == pids["workerpool0-0"]  # the primary kept running
+    out = job_dir / "workerpool1-0" / "stdout.log"
+    wait_for(lambda: out.read_text().count("waiting") == 2, what="the worker to run again")
+    gate.write_text("go")
+    with fresh_server.client() as client:
+        assert wait_job(client, name)["state"] == "JOB_STATE_SUCCEEDED"
+
+
+def test_replica_lost_with_retries_disabled_fails_the_job(
+    fresh_server: ServerProcess, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    name, job_dir = _start(fresh_server, gate, scheduling={"disableRetries": True})
     pids = _shim_pids(job_dir)
     fresh_server.stop(signal.SIGKILL)
     os.killpg(pids["workerpool1-0"], signal.SIGKILL)  # supervisor and replica die without a record

@@ -4,41 +4,42 @@ Every decision reads the database and writes it back with a compare-and-set, so 
 point and a restarted server picks up where it was: running replicas are re-adopted through their pid and
 start time, and exit codes survive in each replica's exit record.
 
-When a job ends (see docs/state-machines.md):
+How a job ends or restarts (docs/state-machines.md has the whole picture):
 * it SUCCEEDS when the primary replica (workerpool0-0) exits 0; the other replicas are then stopped;
-* it FAILS when any replica exits non-zero or disappears before that, when it passes scheduling.timeout,
-  or when it cannot start; the other replicas are stopped;
-* a non-primary replica that exits 0 early is simply done.
-Stopping is SIGTERM to each replica's process group, then SIGKILL after the grace period.
+* it FAILS when a replica exits non-zero, when it passes scheduling.timeout (whatever its retries), or when
+  it cannot start;
+* a replica that crashes with SIGABRT or SIGSEGV (exit 134/139, possibly transient) restarts the whole job,
+  at most 3 times; a replica that vanishes restarts alone, at most 5 times, or restarts the whole job
+  (counting toward the same 3) with restartJobOnWorkerRestart;
+* a preempted SPOT replica gets SIGTERM and the notice period, then the whole job restarts, at most 6 times;
+* disableRetries turns every restart off.
+Before a restart or an end, every replica is stopped: SIGTERM to its process group, SIGKILL after the grace.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import signal
-import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from trainworks.backends.base import Backend, LaunchError, LaunchRequest, Phase, ProcessHandle
-from trainworks.backends.commands import TaskError, host_argv, podman_argv, pool_env
-from trainworks.backends.podman import Podman, container_name, launch_env
+from trainworks.backends.base import Backend, LaunchError, Phase, ProcessHandle
+from trainworks.backends.commands import TaskError
 from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
 from trainworks.config import Settings
-from trainworks.contract.environment import POOL_NAMES, JobContext, ReplicaSlot, replica_environment
+from trainworks.contract.environment import POOL_NAMES
+from trainworks.controllers.launcher import ReplicaLauncher, task_name
 from trainworks.controllers.ports import free_port
 from trainworks.controllers.service_log import log_service
 from trainworks.resources.custom_job import DEFAULT_TIMEOUT
-from trainworks.resources.enums import JobState
+from trainworks.resources.enums import JobState, Strategy
 from trainworks.resources.status import Code, status_dict
-from trainworks.resources.wire import now_utc, parse_duration
-from trainworks.store.jobs import JobStore
+from trainworks.resources.wire import format_timestamp, now_utc, parse_duration
+from trainworks.store.jobs import ACTIVE_STATES, JobStore
 from trainworks.store.operations import OperationStore
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 
@@ -46,6 +47,10 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 S = JobState
+MAX_PREEMPTION_RESTARTS = 6  # Spot VMs: "Compute Engine tries to restart the job up to six times"
+MAX_JOB_RETRIES = 3  # transient crashes and lost workers that restart the whole job
+MAX_WORKER_RESTARTS = 5  # a lost worker restarted on its own
+TRANSIENT_EXIT_CODES = {134, 139, 6, 11}  # SIGABRT, SIGSEGV (as 128+n, or raw from some runtimes)
 
 
 def _tail(path: Path, lines: int = 20, max_bytes: int = 8192) -> str:
@@ -66,6 +71,32 @@ def _handle(replica: ReplicaRow) -> ProcessHandle | None:
     return ProcessHandle(pid=replica.pid, pid_start=replica.pid_start or 0)
 
 
+def _scheduling(job: CustomJobRow) -> dict[str, Any]:
+    return job.spec["jobSpec"].get("scheduling") or {}
+
+
+def _job_timeout(job: CustomJobRow) -> timedelta:
+    scheduling = _scheduling(job)
+    return parse_duration(scheduling["timeout"]) if scheduling.get("timeout") else DEFAULT_TIMEOUT
+
+
+def is_spot(job: CustomJobRow) -> bool:
+    strategy = _scheduling(job).get("strategy")
+    return strategy in (Strategy.SPOT.name, int(Strategy.SPOT))
+
+
+def _retries_disabled(job: CustomJobRow) -> bool:
+    return bool(_scheduling(job).get("disableRetries"))
+
+
+def _restart_whole_job_on_worker_restart(job: CustomJobRow) -> bool:
+    return bool(_scheduling(job).get("restartJobOnWorkerRestart")) and not _retries_disabled(job)
+
+
+def _restarts_of(job: CustomJobRow, *kinds: str) -> int:
+    return sum(1 for entry in job.history or [] if entry.get("kind") in kinds)
+
+
 class CustomJobController:
     def __init__(
         self,
@@ -79,11 +110,12 @@ class CustomJobController:
         self.jobs = jobs
         self.operations = operations
         self.backend = backend
-        self.packages = packages
+        self.launcher = ReplicaLauncher(settings, backend, packages)
         self.wake_event = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
+        # Package builds in flight: an optimisation only; a restarted server simply starts them again.
         self._preparing: dict[int, Future[dict[int, Path]]] = {}
 
     # -------------------------------------------------------------- loop
@@ -131,6 +163,14 @@ class CustomJobController:
             self._finish_delete(job)
             return False
         state = S(job.state)
+        if job.outcome is None and job.start_time is not None and state != S.JOB_STATE_CANCELLING:
+            timeout = _job_timeout(job)
+            if now_utc() - job.start_time > timeout:  # whatever its retries
+                self._fail(
+                    job,
+                    Code.DEADLINE_EXCEEDED,
+                    f"The job ran longer than its timeout of {int(timeout.total_seconds())}s.",
+                )
         if job.outcome is not None:
             return self._tear_down(job)
         if state == S.JOB_STATE_QUEUED:
@@ -154,17 +194,36 @@ class CustomJobController:
     def _cancel_outcome() -> dict[str, Any]:
         return {"state": int(S.JOB_STATE_CANCELLED), "error": status_dict(Code.CANCELLED, "CANCELED")}
 
-    def _decide(self, job: CustomJobRow, state: JobState, error: dict[str, Any] | None = None) -> None:
-        """Record how the job ends; replicas are stopped before the state becomes final."""
-        outcome = {"state": int(state), "error": error}
-        active = [S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING, S.JOB_STATE_CANCELLING]
-        if self.jobs.transition(job.id, active, outcome=outcome):
+    def _set_outcome(self, job: CustomJobRow, outcome: dict[str, Any]) -> bool:
+        if self.jobs.transition(job.id, ACTIVE_STATES, outcome=outcome):
             job.outcome = outcome
-            if error:
-                log_service(self.job_dir(job), error["message"], severity="ERROR")
+            return True
+        return False
 
-    def _fail(self, job: CustomJobRow, code: Code, message: str) -> None:
-        self._decide(job, S.JOB_STATE_FAILED, status_dict(code, message))
+    def _decide(
+        self,
+        job: CustomJobRow,
+        state: JobState,
+        error: dict[str, Any] | None = None,
+        grace: float | None = None,
+    ) -> None:
+        """Record how the job ends; replicas are stopped before the state becomes final."""
+        outcome: dict[str, Any] = {"state": int(state), "error": error}
+        if grace is not None:
+            outcome["grace"] = grace
+        if self._set_outcome(job, outcome) and error:
+            log_service(self.job_dir(job), error["message"], severity="ERROR")
+
+    def _fail(self, job: CustomJobRow, code: Code, message: str, grace: float | None = None) -> None:
+        self._decide(job, S.JOB_STATE_FAILED, status_dict(code, message), grace)
+
+    def _restart(self, job: CustomJobRow, kind: str, reason: str, grace: float | None = None) -> None:
+        """Stop every replica, then run the job again from the start (its checkpoint directory is kept)."""
+        outcome: dict[str, Any] = {"restart": kind, "reason": reason}
+        if grace is not None:
+            outcome["grace"] = grace
+        if self._set_outcome(job, outcome):
+            log_service(self.job_dir(job), f"{reason} The job will be restarted.", severity="WARNING")
 
     # -------------------------------------------------------------- PENDING
     def _plan(self, job: CustomJobRow) -> list[ReplicaRow]:
@@ -172,7 +231,10 @@ class CustomJobController:
         rows: list[ReplicaRow] = []
         for pool, spec in enumerate(job.spec["jobSpec"]["workerPoolSpecs"]):
             for index in range(int(spec.get("replicaCount", 0) or 0)):
-                task = f"{POOL_NAMES[pool]}-{index}"
+                run_dir = self.job_dir(job) / f"{POOL_NAMES[pool]}-{index}"
+                # Records of an earlier attempt (all of whose replicas have stopped) must not be adopted.
+                for stale in ("shim.json", "exit.json"):
+                    (run_dir / stale).unlink(missing_ok=True)
                 rows.append(
                     ReplicaRow(
                         job_id=job.id,
@@ -181,206 +243,169 @@ class CustomJobController:
                         host=LOOPBACK,
                         port=free_port(LOOPBACK, taken),
                         phase="planned",
-                        run_dir=str(self.job_dir(job) / task),
+                        run_dir=str(run_dir),
+                        attempt=job.attempt,
                     )
                 )
         return self.jobs.add_replicas(rows)
 
-    def _prepare(self, job: CustomJobRow) -> dict[int, Path]:
-        """Per pool, the python of its package environment (python package tasks only); under podman, the
-        folder holding the pool's package files instead, which its executor image installs itself."""
-        pythons: dict[int, Path] = {}
-        for pool, spec in enumerate(job.spec["jobSpec"]["workerPoolSpecs"]):
-            package = spec.get("pythonPackageSpec")
-            if package and self.podman is not None:
-                log_service(self.job_dir(job), f"Fetching the python packages of {POOL_NAMES[pool]}.")
-                pythons[pool] = self._stage_packages(job, pool, list(package["packageUris"]))
-            elif package:
-                log_service(self.job_dir(job), f"Installing the python packages of {POOL_NAMES[pool]}.")
-                pythons[pool] = self.packages.ensure(list(package["packageUris"]))
-        return pythons
-
-    def _stage_packages(self, job: CustomJobRow, pool: int, uris: list[str]) -> Path:
-        """<job>/packages/<pool>/<i>/<file name>: what podman mounts read-only at /trainworks/packages."""
-        folder = self.job_dir(job) / "packages" / POOL_NAMES[pool]
-        for index, cached in enumerate(self.packages.fetch(uris)):
-            target = folder / str(index) / cached.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".part")
-            tmp.unlink(missing_ok=True)
-            try:
-                os.link(cached, tmp)
-            except OSError:
-                shutil.copyfile(cached, tmp)
-            tmp.replace(target)  # a replica of a restarted server may be reading the previous copy
-        return folder
-
-    @cached_property
-    def podman(self) -> Podman | None:
-        """Podman, when this server runs container and python package tasks in containers."""
-        if getattr(self.backend, "container_runtime", "host") != "podman":
-            return None
-        return Podman.from_settings(self.settings)
-
-    def _container_names(self, job: CustomJobRow) -> list[str]:
-        return [
-            container_name(self.settings.home, job.id, f"{POOL_NAMES[r.pool]}-{r.replica_index}")
-            for r in self.jobs.replicas(job.id)
-            if r.phase != "skipped"
-        ]
-
-    def _start(self, job: CustomJobRow) -> bool:
-        replicas = self.jobs.replicas(job.id) or self._plan(job)
+    def _prepared(self, job: CustomJobRow) -> Future[dict[int, Path]]:
         future = self._preparing.get(job.id)
         if future is None:
-            if any(spec.get("pythonPackageSpec") for spec in job.spec["jobSpec"]["workerPoolSpecs"]):
-                future = self._prepare_pool.submit(self._prepare, job)
+            if self.launcher.needs_preparation(job):
+                future = self._prepare_pool.submit(self.launcher.prepare, job, self.job_dir(job))
                 future.add_done_callback(lambda _f: self.wake())
             else:  # nothing to prepare: start now, not after a trip through the pool and another pass
                 future = Future()
                 future.set_result({})
             self._preparing[job.id] = future
+        return future
+
+    def _start(self, job: CustomJobRow) -> bool:
+        replicas = self.jobs.replicas(job.id, job.attempt) or self._plan(job)
+        future = self._prepared(job)
         if not future.done():
             return True
-        del self._preparing[job.id]
         try:
             pythons = future.result()
         except (PackageInstallError, OSError) as exc:
+            self._preparing.pop(job.id, None)
             self._fail(job, Code.FAILED_PRECONDITION, f"The job could not be prepared: {exc}")
             return True
         log_service(self.job_dir(job), "Waiting for training program to start.")
-        slots = [ReplicaSlot(r.pool, r.replica_index, r.host, r.port) for r in replicas]
-        context = JobContext(
-            job_id=str(job.id),
-            project_number=job.project_number,
-            job_spec=job.spec["jobSpec"],
-            slots=slots,
-            region=job.location,
-        )
-        pools = job.spec["jobSpec"]["workerPoolSpecs"]
-        for replica, slot in zip(replicas, slots, strict=True):
+        if not self._launch_planned(job, replicas, pythons):
+            return True
+        self._preparing.pop(job.id, None)
+        if self.jobs.transition(job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING):
+            if job.start_time is None:  # startTime is the first entry into RUNNING
+                self.jobs.set_fields(job.id, start_time=now_utc())
+            log_service(self.job_dir(job), "Job is running.")
+        return True
+
+    def _launch_planned(
+        self, job: CustomJobRow, replicas: list[ReplicaRow], pythons: dict[int, Path]
+    ) -> bool:
+        """Start every planned replica of the current attempt; False when one could not start."""
+        context = self.launcher.context(job, replicas)
+        for replica in replicas:
             if replica.phase != "planned":
                 continue
             orphan = self.backend.find(Path(replica.run_dir))
             if orphan is not None:  # started before a crash, never recorded: adopt it, do not start twice
-                self.jobs.update_replica(
-                    replica.id,
-                    phase="running",
-                    pid=orphan.pid,
-                    pid_start=orphan.pid_start,
-                    started_at=now_utc(),
-                )
-                continue
-            try:
-                handle = self._launch(
-                    job, replica, slot, context, pools[replica.pool], pythons.get(replica.pool)
-                )
-            except (TaskError, LaunchError) as exc:
-                self._fail(
-                    job, Code.FAILED_PRECONDITION, f"The replica {slot.task_name} could not start: {exc}"
-                )
-                return True
+                handle = orphan
+            else:
+                try:
+                    handle = self.launcher.launch(job, replica, context, pythons.get(replica.pool))
+                except (TaskError, LaunchError) as exc:
+                    message = f"The replica {task_name(replica)} could not start: {exc}"
+                    self._fail(job, Code.FAILED_PRECONDITION, message)
+                    return False
             self.jobs.update_replica(
                 replica.id, phase="running", pid=handle.pid, pid_start=handle.pid_start, started_at=now_utc()
             )
-        if self.jobs.transition(
-            job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING, start_time=now_utc()
-        ):
-            log_service(self.job_dir(job), "Job is running.")
+            replica.phase = "running"
         return True
-
-    def _launch(
-        self,
-        job: CustomJobRow,
-        replica: ReplicaRow,
-        slot: ReplicaSlot,
-        context: JobContext,
-        pool: dict[str, Any],
-        python: Path | None,
-    ) -> ProcessHandle:
-        env = replica_environment(context, slot, pool_env(pool))
-        # /gcs shows the local bucket root; objects in real Cloud Storage would need a FUSE mount instead.
-        gcs_root = self.settings.buckets if self.settings.gcs_protocol == "file" else None
-        shim_gcs_root: Path | None = gcs_root
-        if self.podman is not None:
-            # Inside `podman run`: the image is checked first (TaskError naming it when it is not there),
-            # env values travel in the podman client's environment, and podman mounts /gcs itself.
-            spec = pool.get("containerSpec") or pool.get("pythonPackageSpec") or {}
-            pull = self.podman.pull_policy(spec.get("imageUri") or spec.get("executorImageUri") or "")
-            process_env, explicit = launch_env(_host_env(), env, self.podman)
-            packages = None
-            if python is not None and "pythonPackageSpec" in pool:
-                staged = sorted(python.glob("*/*"), key=lambda p: int(p.parent.name))
-                packages = [str(p.relative_to(python)) for p in staged]
-            argv = podman_argv(
-                pool,
-                env,
-                container_name(self.settings.home, job.id, slot.task_name),
-                gcs_root,
-                podman=self.podman.executable or "podman",
-                pull=pull,
-                explicit_env=explicit,
-                packages_dir=python,
-                packages=packages,
-                labels={"trainworks.job": str(job.id), "trainworks.task": slot.task_name},
-            )
-            shim_gcs_root = None  # the supervisor must not unshare its mount namespace around podman
-        else:
-            argv = host_argv(pool, env, python)
-            process_env = {**_host_env(), **env}
-        request = LaunchRequest(
-            job_id=str(job.id),
-            task_name=slot.task_name,
-            argv=argv,
-            env=process_env,
-            run_dir=Path(replica.run_dir),
-            cwd=Path(replica.run_dir),
-            gcs_root=shim_gcs_root,
-        )
-        return self.backend.launch(request)
 
     # -------------------------------------------------------------- RUNNING
     def _watch(self, job: CustomJobRow) -> bool:
-        for replica in self.jobs.replicas(job.id):
+        replicas = self.jobs.replicas(job.id, job.attempt)
+        preempted = [r for r in replicas if r.preempt_requested and r.phase in ("planned", "running")]
+        if preempted:
+            self._preempt(job, [task_name(r) for r in preempted])
+            return True
+        for replica in replicas:
             handle = _handle(replica)
             if handle is None or replica.phase != "running":
                 continue
             status = self.backend.poll(handle, Path(replica.run_dir))
             if status.phase == Phase.RUNNING:
                 continue
-            task = f"{POOL_NAMES[replica.pool]}-{replica.replica_index}"
+            task = task_name(replica)
             self._record_exit(replica, status.phase, status.exit_code, status.detail)
             if status.phase == Phase.LOST:
-                self._fail(
-                    job,
-                    Code.INTERNAL,
-                    f"The replica {task} was lost: its process ended without reporting an exit status "
-                    "(was the host restarted or the process killed from outside?).",
-                )
+                self._lost(job, replica)
                 return True
             log_service(self.job_dir(job), f"Task {task} completed. Exit code ({status.exit_code}).")
             if status.exit_code != 0:
-                reason = status.detail or "Error"
-                message = (
-                    f"The replica {task} exited with a non-zero status of {status.exit_code}. "
-                    f"Termination reason: {reason}."
-                )
-                tail = _tail(Path(replica.run_dir) / "stderr.log")
-                if tail:
-                    message += f"\n{tail}"
-                self._fail(job, Code.INVALID_ARGUMENT, message)
+                self._crashed(job, replica, status.exit_code or 0, status.detail)
                 return True
             if replica.pool == 0 and replica.replica_index == 0:
                 self._decide(job, S.JOB_STATE_SUCCEEDED)
                 return True
-        timeout = _job_timeout(job)
-        if job.start_time is not None and now_utc() - job.start_time > timeout:
-            self._fail(
-                job,
-                Code.DEADLINE_EXCEEDED,
-                f"The job ran longer than its timeout of {int(timeout.total_seconds())}s.",
-            )
+        if any(r.phase == "planned" for r in replicas):  # a worker restarting on its own
+            future = self._prepared(job)
+            if future.done():
+                try:
+                    self._launch_planned(job, replicas, future.result())
+                except (PackageInstallError, OSError) as exc:
+                    self._fail(job, Code.FAILED_PRECONDITION, f"The job could not be prepared: {exc}")
         return True
+
+    def _crashed(self, job: CustomJobRow, replica: ReplicaRow, code: int, detail: str) -> None:
+        task = task_name(replica)
+        reason = detail or "Error"
+        message = f"The replica {task} exited with a non-zero status of {code}. Termination reason: {reason}."
+        tail = _tail(Path(replica.run_dir) / "stderr.log")
+        if tail:
+            message += f"\n{tail}"
+        transient = code in TRANSIENT_EXIT_CODES
+        if (
+            transient
+            and not _retries_disabled(job)
+            and _restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES
+        ):
+            self._restart(job, "transient", f"The replica {task} crashed ({detail or code}).")
+            return
+        self._fail(job, Code.INVALID_ARGUMENT, message)
+
+    def _lost(self, job: CustomJobRow, replica: ReplicaRow) -> None:
+        task = task_name(replica)
+        what = f"The replica {task} was lost: its process ended without reporting an exit status"
+        if _retries_disabled(job):
+            self._fail(job, Code.INTERNAL, f"{what} (was it killed from outside?); retries are disabled.")
+        elif _restart_whole_job_on_worker_restart(job):
+            if _restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES:
+                self._restart(job, "internal", f"{what}; restartJobOnWorkerRestart is set.")
+            else:
+                self._fail(
+                    job, Code.INTERNAL, f"{what}; the job was already retried {MAX_JOB_RETRIES} times."
+                )
+        elif replica.restarts < MAX_WORKER_RESTARTS:
+            log_service(self.job_dir(job), f"{what}. Restarting it.", severity="WARNING")
+            self.jobs.update_replica(
+                replica.id, phase="planned", pid=None, pid_start=None, restarts=replica.restarts + 1
+            )
+            for stale in ("shim.json", "exit.json"):
+                (Path(replica.run_dir) / stale).unlink(missing_ok=True)
+        else:
+            self._fail(
+                job, Code.INTERNAL, f"{what}, and it was already restarted {MAX_WORKER_RESTARTS} times."
+            )
+
+    def _preempt(self, job: CustomJobRow, tasks: list[str]) -> None:
+        notice = self.settings.preemption_notice_seconds
+        preemptions = _restarts_of(job, "preemption") + 1
+        names = ", ".join(tasks)
+        if _retries_disabled(job) or preemptions > MAX_PREEMPTION_RESTARTS:
+            limit = (
+                "retries are disabled"
+                if _retries_disabled(job)
+                else (f"it was already restarted {MAX_PREEMPTION_RESTARTS} times")
+            )
+            self._decide(
+                job,
+                S.JOB_STATE_FAILED,
+                status_dict(
+                    Code.RESOURCE_EXHAUSTED,
+                    f"STOCKOUT: the Spot VM of {names} was preempted and {limit}. Resources are insufficient "
+                    f"in region: {job.location}. Try a different region or use a different accelerator.",
+                ),
+                grace=notice,
+            )
+            return
+        self._restart(
+            job, "preemption", f"Spot VM preempted: {names} (preemption {preemptions}).", grace=notice
+        )
 
     def _record_exit(self, replica: ReplicaRow, phase: Phase, code: int | None, detail: str) -> None:
         self.jobs.update_replica(
@@ -391,8 +416,9 @@ class CustomJobController:
     def _tear_down(self, job: CustomJobRow) -> bool:
         assert job.outcome is not None
         self._preparing.pop(job.id, None)
-        alive: list[tuple[ReplicaRow, ProcessHandle]] = []
-        for replica in self.jobs.replicas(job.id):
+        replicas = self.jobs.replicas(job.id, job.attempt)
+        alive: list[ProcessHandle] = []
+        for replica in replicas:
             handle = _handle(replica)
             if replica.phase == "planned":
                 self.jobs.update_replica(replica.id, phase="skipped")
@@ -401,28 +427,29 @@ class CustomJobController:
                 continue
             status = self.backend.poll(handle, Path(replica.run_dir))
             if status.phase == Phase.RUNNING:
-                alive.append((replica, handle))
+                alive.append(handle)
             else:
                 self._record_exit(replica, status.phase, status.exit_code, status.detail or "stopped")
         if alive:
             now = now_utc()
+            grace = float(job.outcome.get("grace", self.settings.cancel_grace_seconds))
             if job.teardown_started is None:
                 log_service(self.job_dir(job), "Tearing down training program.")
-                for _replica, handle in alive:
+                for handle in alive:
                     self.backend.signal(handle, signal.SIGTERM)
                 self.jobs.set_fields(job.id, teardown_started=now)
-            elif now - job.teardown_started > timedelta(seconds=self.settings.cancel_grace_seconds):
-                for _replica, handle in alive:
+            elif now - job.teardown_started > timedelta(seconds=grace):
+                for handle in alive:
                     self.backend.signal(handle, signal.SIGKILL)
             return True
-        if self.podman is not None:
-            # A podman client killed by SIGKILL (grace period over, or killed from outside) leaves its
-            # container running: remove whatever is left of this job's containers before it ends.
-            self.podman.remove_containers(self._container_names(job))
+        self.launcher.remove_leftovers(job, [r for r in replicas if r.phase != "skipped"])
+        if "restart" in job.outcome:
+            self._begin_next_attempt(job)
+            return True
         state = S(job.outcome["state"])
         done = self.jobs.transition(
             job.id,
-            [S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING, S.JOB_STATE_CANCELLING],
+            ACTIVE_STATES,
             state=state,
             error=job.outcome.get("error"),
             end_time=now_utc(),
@@ -437,6 +464,28 @@ class CustomJobController:
             log_service(self.job_dir(job), final)
         return False
 
+    def _begin_next_attempt(self, job: CustomJobRow) -> None:
+        assert job.outcome is not None
+        entry = {
+            "attempt": job.attempt,
+            "kind": job.outcome["restart"],
+            "reason": job.outcome.get("reason", ""),
+            "time": format_timestamp(now_utc()),
+        }
+        moved = self.jobs.transition(
+            job.id,
+            [S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING],
+            state=S.JOB_STATE_QUEUED,
+            attempt=job.attempt + 1,
+            history=[*(job.history or []), entry],
+            outcome=None,
+            teardown_started=None,
+        )
+        if moved:
+            log_service(self.job_dir(job), f"Restarting the job: attempt {job.attempt + 2}.")
+        elif S(self.jobs.get(job.id).state) == S.JOB_STATE_CANCELLING:  # type: ignore[union-attr]
+            self.jobs.set_fields(job.id, outcome=self._cancel_outcome())  # cancelled while restarting
+
     # -------------------------------------------------------------- delete
     def _finish_delete(self, job: CustomJobRow) -> None:
         op_id = job.delete_operation_id
@@ -444,19 +493,3 @@ class CustomJobController:
         self.jobs.remove(job.id)
         if op_id is not None:
             self.operations.finish(op_id, response={"@type": "type.googleapis.com/google.protobuf.Empty"})
-
-
-def _job_timeout(job: CustomJobRow) -> timedelta:
-    scheduling = job.spec["jobSpec"].get("scheduling") or {}
-    return parse_duration(scheduling["timeout"]) if scheduling.get("timeout") else DEFAULT_TIMEOUT
-
-
-def _host_env() -> dict[str, str]:
-    """The part of the server's environment a replica inherits: enough to find programs and a home."""
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL")
-    env = {k: os.environ[k] for k in keep if k in os.environ}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    # In host mode the server's Python environment is the executor image: its python comes first.
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
-    env["PYTHONUNBUFFERED"] = "1"
-    return env

@@ -160,10 +160,10 @@ class CustomJobService:
             )
         if state == S.JOB_STATE_CANCELLING:
             return
-        outcome = row.outcome or {
-            "state": int(S.JOB_STATE_CANCELLED),
-            "error": {"code": 1, "message": "CANCELED"},
-        }
+        # An end already decided (say the primary just succeeded) stands; a pending restart is dropped.
+        outcome = row.outcome
+        if outcome is None or "restart" in outcome:
+            outcome = {"state": int(S.JOB_STATE_CANCELLED), "error": {"code": 1, "message": "CANCELED"}}
         active = [S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING]
         if not self.jobs.transition(row.id, active, state=S.JOB_STATE_CANCELLING, outcome=outcome):
             # It moved on meanwhile: answer from its new state.

@@ -108,15 +108,14 @@ class JobStore:
             session.execute(delete(CustomJobRow).where(CustomJobRow.id == job_id))
 
     # -------------------------------------------------------------- replicas
-    def replicas(self, job_id: int) -> list[ReplicaRow]:
+    def replicas(self, job_id: int, attempt: int | None = None) -> list[ReplicaRow]:
+        """The job's replicas, of one attempt when given, in CLUSTER_SPEC order."""
+        query = select(ReplicaRow).where(ReplicaRow.job_id == job_id)
+        if attempt is not None:
+            query = query.where(ReplicaRow.attempt == attempt)
+        query = query.order_by(ReplicaRow.attempt, ReplicaRow.pool, ReplicaRow.replica_index)
         with self.db.session() as session:
-            return list(
-                session.scalars(
-                    select(ReplicaRow)
-                    .where(ReplicaRow.job_id == job_id)
-                    .order_by(ReplicaRow.pool, ReplicaRow.replica_index)
-                )
-            )
+            return list(session.scalars(query))
 
     def add_replicas(self, rows: Sequence[ReplicaRow]) -> list[ReplicaRow]:
         with self.db.session() as session:

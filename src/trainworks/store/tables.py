@@ -43,6 +43,11 @@ class CustomJobRow(Base):
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     teardown_started: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     delete_operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # Restarts: the current attempt (0 first) and one entry per earlier attempt: kind, reason, time.
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    history: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSON, nullable=False, default=list, server_default="[]"
+    )
 
     __table_args__ = (
         Index("ix_custom_jobs_parent_created", "project_number", "location", "create_time", "id"),
@@ -68,6 +73,11 @@ class ReplicaRow(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)
     run_dir: Mapped[str] = mapped_column(Text, nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    restarts: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    preempt_requested: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, default=False, server_default="false"
+    )
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 

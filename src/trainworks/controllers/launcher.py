@@ -1,0 +1,147 @@
+"""Starts one replica: prepares what its pool needs, builds its argv and environment, hands it over."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from trainworks.backends.base import Backend, LaunchRequest, ProcessHandle
+from trainworks.backends.commands import host_argv, podman_argv, pool_env
+from trainworks.backends.podman import Podman, container_name, launch_env
+from trainworks.backends.python_packages import PackageEnvironments
+from trainworks.config import Settings
+from trainworks.contract.environment import POOL_NAMES, JobContext, ReplicaSlot, replica_environment
+from trainworks.controllers.service_log import log_service
+from trainworks.store.tables import CustomJobRow, ReplicaRow
+
+
+def task_name(replica: ReplicaRow) -> str:
+    return f"{POOL_NAMES[replica.pool]}-{replica.replica_index}"
+
+
+def host_env() -> dict[str, str]:
+    """The part of the server's environment a replica inherits: enough to find programs and a home."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    # In host mode the server's Python environment is the executor image: its python comes first.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class ReplicaLauncher:
+    def __init__(self, settings: Settings, backend: Backend, packages: PackageEnvironments) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.packages = packages
+
+    @cached_property
+    def podman(self) -> Podman | None:
+        """Podman, when this server runs container and python package tasks in containers."""
+        if getattr(self.backend, "container_runtime", "host") != "podman":
+            return None
+        return Podman.from_settings(self.settings)
+
+    @staticmethod
+    def needs_preparation(job: CustomJobRow) -> bool:
+        return any(spec.get("pythonPackageSpec") for spec in job.spec["jobSpec"]["workerPoolSpecs"])
+
+    def prepare(self, job: CustomJobRow, job_dir: Path) -> dict[int, Path]:
+        """Per pool, the python of its package environment (python package tasks only); under podman, the
+        folder holding the pool's package files instead, which its executor image installs itself."""
+        pythons: dict[int, Path] = {}
+        for pool, spec in enumerate(job.spec["jobSpec"]["workerPoolSpecs"]):
+            package = spec.get("pythonPackageSpec")
+            if package and self.podman is not None:
+                log_service(job_dir, f"Fetching the python packages of {POOL_NAMES[pool]}.")
+                pythons[pool] = self._stage_packages(job_dir, pool, list(package["packageUris"]))
+            elif package:
+                log_service(job_dir, f"Installing the python packages of {POOL_NAMES[pool]}.")
+                pythons[pool] = self.packages.ensure(list(package["packageUris"]))
+        return pythons
+
+    def _stage_packages(self, job_dir: Path, pool: int, uris: list[str]) -> Path:
+        """<job>/packages/<pool>/<i>/<file name>: what podman mounts read-only at /trainworks/packages."""
+        folder = job_dir / "packages" / POOL_NAMES[pool]
+        for index, cached in enumerate(self.packages.fetch(uris)):
+            target = folder / str(index) / cached.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".part")
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(cached, tmp)
+            except OSError:
+                shutil.copyfile(cached, tmp)
+            tmp.replace(target)  # a replica of a restarted server may be reading the previous copy
+        return folder
+
+    def container_names(self, job: CustomJobRow, replicas: Sequence[ReplicaRow]) -> list[str]:
+        return sorted({container_name(self.settings.home, job.id, task_name(r)) for r in replicas})
+
+    def remove_leftovers(self, job: CustomJobRow, replicas: Sequence[ReplicaRow]) -> None:
+        """A podman client killed by SIGKILL leaves its container running: remove what is left."""
+        if self.podman is not None:
+            self.podman.remove_containers(self.container_names(job, replicas))
+
+    @staticmethod
+    def context(job: CustomJobRow, replicas: Sequence[ReplicaRow]) -> JobContext:
+        slots = [ReplicaSlot(r.pool, r.replica_index, r.host, r.port) for r in replicas]
+        return JobContext(
+            job_id=str(job.id),
+            project_number=job.project_number,
+            job_spec=job.spec["jobSpec"],
+            slots=slots,
+            region=job.location,
+        )
+
+    def launch(
+        self, job: CustomJobRow, replica: ReplicaRow, context: JobContext, python: Path | None
+    ) -> ProcessHandle:
+        pool: dict[str, Any] = job.spec["jobSpec"]["workerPoolSpecs"][replica.pool]
+        slot = ReplicaSlot(replica.pool, replica.replica_index, replica.host, replica.port)
+        env = replica_environment(context, slot, pool_env(pool))
+        # /gcs shows the local bucket root; objects in real Cloud Storage would need a FUSE mount instead.
+        gcs_root = self.settings.buckets if self.settings.gcs_protocol == "file" else None
+        shim_gcs_root: Path | None = gcs_root
+        if self.podman is not None:
+            # Inside `podman run`: the image is checked first (TaskError naming it when it is not there),
+            # env values travel in the podman client's environment, and podman mounts /gcs itself.
+            spec = pool.get("containerSpec") or pool.get("pythonPackageSpec") or {}
+            pull = self.podman.pull_policy(spec.get("imageUri") or spec.get("executorImageUri") or "")
+            process_env, explicit = launch_env(host_env(), env, self.podman)
+            packages = None
+            if python is not None and "pythonPackageSpec" in pool:
+                staged = sorted(python.glob("*/*"), key=lambda p: int(p.parent.name))
+                packages = [str(p.relative_to(python)) for p in staged]
+            argv = podman_argv(
+                pool,
+                env,
+                container_name(self.settings.home, job.id, slot.task_name),
+                gcs_root,
+                podman=self.podman.executable or "podman",
+                pull=pull,
+                explicit_env=explicit,
+                packages_dir=python,
+                packages=packages,
+                labels={"trainworks.job": str(job.id), "trainworks.task": slot.task_name},
+            )
+            shim_gcs_root = None  # the supervisor must not unshare its mount namespace around podman
+        else:
+            argv = host_argv(pool, env, python)
+            process_env = {**host_env(), **env}
+        request = LaunchRequest(
+            job_id=str(job.id),
+            task_name=slot.task_name,
+            argv=argv,
+            env=process_env,
+            run_dir=Path(replica.run_dir),
+            cwd=Path(replica.run_dir),
+            gcs_root=shim_gcs_root,
+        )
+        return self.backend.launch(request)
