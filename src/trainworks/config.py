@@ -20,6 +20,7 @@ class Settings:
     bucket_root: Path | None = None
     gcs_protocol: str = "file"  # "gcs" sends gs:// to real Cloud Storage through gcsfs
     cancel_grace_seconds: float = 10.0
+    inventory_path: Path | None = None  # regions, zones, machines and quotas; None: elastic local capacity
     preemption_notice_seconds: float = 30.0  # SIGTERM to SIGKILL when a SPOT replica is preempted
     insecure_registries: tuple[str, ...] = ()  # loopback registries podman may pull from (host:port)
     resync_seconds: float = 1.0

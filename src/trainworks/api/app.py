@@ -36,7 +36,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         app.include_router(custom_jobs.router(prefix))
     for prefix in ("/v1", "/v1beta1", "/ui"):
         app.include_router(operations.router(prefix))
-    app.include_router(custom_jobs.logs_router())
+    app.include_router(custom_jobs.extensions_router())
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

@@ -35,7 +35,7 @@ from trainworks.cli.render import (
     print_log_entry,
     print_status,
 )
-from trainworks.client.rest import TERMINAL_STATES
+from trainworks.client.rest import TERMINAL_STATES, ApiError
 
 app = typer.Typer(
     name="custom-jobs",
@@ -189,10 +189,16 @@ def describe(
     name = job_name(custom_job, project, region)
     with make_client(endpoint, api_key) as client:
         job = client.get_custom_job(name)
+        status = None
+        if format == OutputFormat.human:
+            try:
+                status = client.get_custom_job_status(name)
+            except ApiError:  # a plain Vertex endpoint has no status extension
+                status = None
     if format != OutputFormat.human:
         print_data(job, format)
     else:
-        print_job_summary(job)
+        print_job_summary(job, status)
 
 
 @app.command()

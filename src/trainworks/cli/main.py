@@ -4,28 +4,21 @@ from __future__ import annotations
 
 import typer
 
+from trainworks.cli.admin import app as admin_app
+from trainworks.cli.custom_jobs import app as custom_jobs_app
 from trainworks.cli.serve import serve
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Trainworks: Vertex AI compatible training jobs."
 )
 app.command("serve")(serve)
+app.add_typer(custom_jobs_app, name="custom-jobs")
+app.add_typer(admin_app, name="admin")
 
 
 @app.callback()
 def root() -> None:
     """Trainworks: Vertex AI compatible training jobs on machines you control."""
-
-
-def _register() -> None:
-    try:
-        from trainworks.cli.custom_jobs import app as custom_jobs_app
-    except ImportError:  # the group is optional while it is being built
-        return
-    app.add_typer(custom_jobs_app, name="custom-jobs")
-
-
-_register()
 
 
 def main() -> None:

@@ -124,7 +124,31 @@ def _describe_pool(index: int, pool: dict[str, Any]) -> str:
     return text
 
 
-def print_job_summary(job: dict[str, Any]) -> None:
+def _status_rows(status: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Scheduling and restarts, from the server's status extension."""
+    from rich.markup import escape
+
+    if not status:
+        return []
+    rows: list[tuple[str, str]] = []
+    if status.get("waitingReason"):
+        rows.append(("Waiting", f"[yellow]{escape(status['waitingReason'])}[/yellow]"))
+    if status.get("zone"):
+        rows.append(("Zone", escape(status["zone"])))
+    restarts = status.get("restarts") or []
+    if restarts:
+        rows.append(("Attempt", f"{status.get('attempt', 0) + 1} ({len(restarts)} restart(s))"))
+        for entry in restarts:
+            rows.append(
+                (
+                    "  restart",
+                    escape(f"{entry.get('time', '')} {entry.get('kind', '')}: {entry.get('reason', '')}"),
+                )
+            )
+    return rows
+
+
+def print_job_summary(job: dict[str, Any], status: dict[str, Any] | None = None) -> None:
     """One job as aligned `Label: value` lines, then its worker pools."""
     from rich.markup import escape
 
@@ -135,6 +159,7 @@ def print_job_summary(job: dict[str, Any]) -> None:
         ("State", _styled_state(job.get("state", "JOB_STATE_UNSPECIFIED"))),
         ("Created", job.get("createTime", "")),
     ]
+    rows += _status_rows(status)
     for label, key in (("Started", "startTime"), ("Ended", "endTime"), ("Updated", "updateTime")):
         if job.get(key):
             rows.append((label, job[key]))

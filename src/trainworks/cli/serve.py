@@ -65,6 +65,12 @@ def serve(
         "--insecure-registry",
         help="A plain-HTTP registry on loopback (127.0.0.1:PORT) podman may pull images from (repeatable).",
     ),
+    inventory: Path = typer.Option(
+        None, "--inventory", help="YAML/JSON file of regions, zones, machines and quotas (default: elastic)."
+    ),
+    preemption_notice: float = typer.Option(
+        30.0, "--preemption-notice", help="Seconds a preempted SPOT replica gets between SIGTERM and SIGKILL."
+    ),
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
     """Run the Trainworks server in the foreground."""
@@ -78,6 +84,8 @@ def serve(
         bucket_root=bucket_root,
         gcs_protocol="gcs" if gcs else "file",
         cancel_grace_seconds=cancel_grace,
+        inventory_path=inventory,
+        preemption_notice_seconds=preemption_notice,
         insecure_registries=tuple(insecure_registry),
     )
     if insecure_registry:
@@ -87,6 +95,13 @@ def serve(
             settings.insecure_registries = tuple(check_registry(r) for r in insecure_registry)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
+    if inventory is not None:
+        from trainworks.scheduling.inventory import InventoryError, load_inventory
+
+        try:
+            load_inventory(inventory)  # fail here, clearly, rather than inside the server's start-up
+        except InventoryError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--inventory") from None
     settings.container_runtime = resolve_runtime(container_runtime, settings)
     log.info("home %s, database %s", settings.home, settings.db_url.split("@")[-1])
     if tokens:

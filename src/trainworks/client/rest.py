@@ -205,6 +205,19 @@ class TrainworksClient:
         result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
         return result
 
+    def get_custom_job_status(self, name: str) -> dict[str, Any]:
+        """Trainworks' status of a job: attempt, restart history, zone, waiting reason, replicas."""
+        result: dict[str, Any] = self._request("GET", f"/trainworks/v1/{self._path(name)}/status")
+        return result
+
+    def preempt_custom_job(self, name: str, replica: str | None = None) -> dict[str, Any]:
+        """Preempts a running SPOT job's replica (all of them when `replica` is None), for chaos tests."""
+        body = {"replica": replica} if replica else {}
+        result: dict[str, Any] = self._request(
+            "POST", f"/trainworks/v1/{self._path(name)}:preempt", json_body=body
+        )
+        return result
+
     # ------------------------------------------------------------------ operations
     def get_operation(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")

@@ -39,6 +39,9 @@ from trainworks.resources.custom_job import DEFAULT_TIMEOUT
 from trainworks.resources.enums import JobState, Strategy
 from trainworks.resources.status import Code, status_dict
 from trainworks.resources.wire import format_timestamp, now_utc, parse_duration
+from trainworks.scheduling.admission import plan_admissions
+from trainworks.scheduling.inventory import Inventory, default_inventory
+from trainworks.scheduling.job_requests import allocation, job_request
 from trainworks.store.jobs import ACTIVE_STATES, JobStore
 from trainworks.store.operations import OperationStore
 from trainworks.store.tables import CustomJobRow, ReplicaRow
@@ -105,8 +108,10 @@ class CustomJobController:
         operations: OperationStore,
         backend: Backend,
         packages: PackageEnvironments,
+        inventory: Inventory | None = None,
     ) -> None:
         self.settings = settings
+        self.inventory = inventory or default_inventory()
         self.jobs = jobs
         self.operations = operations
         self.backend = backend
@@ -147,12 +152,45 @@ class CustomJobController:
     def reconcile_once(self) -> bool:
         """One pass over every job that is not finished; True while some job has live work."""
         busy = False
-        for job in self.jobs.active():
+        jobs = self.jobs.active()
+        self._admit(jobs)
+        for job in jobs:
             try:
                 busy |= self.reconcile(job)
             except Exception:
                 log.exception("reconciling job %s failed", job.id)
         return busy
+
+    # -------------------------------------------------------------- QUEUED
+    def _admit(self, jobs: list[CustomJobRow]) -> None:
+        """Gang admission of queued jobs into the capacity left by the jobs holding some (scheduling/)."""
+        queued = [j for j in jobs if j.state == int(S.JOB_STATE_QUEUED) and j.outcome is None]
+        if not queued:
+            return
+        holding_states = {int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)}
+        holding = [
+            allocation(j.id, j.project_number, j.location, j.zone, j.spec)
+            for j in jobs
+            if j.state in holding_states and j.zone
+        ]
+        requests = [
+            job_request(j.id, j.project_number, j.location, j.spec, j.labels, j.create_time) for j in queued
+        ]
+        decision = plan_admissions(self.inventory, holding, requests)
+        for job in queued:
+            zone = decision.admitted.get(job.id)
+            if zone is not None:
+                if self.jobs.transition(
+                    job.id, [S.JOB_STATE_QUEUED], state=S.JOB_STATE_PENDING, zone=zone, waiting_reason=None
+                ):
+                    job.state, job.zone, job.waiting_reason = int(S.JOB_STATE_PENDING), zone, None
+                    log_service(self.job_dir(job), f"Waiting for job to be provisioned in {zone}.")
+                continue
+            reason = decision.waiting.get(job.id, "waiting for capacity")
+            if reason != job.waiting_reason:
+                self.jobs.set_fields(job.id, waiting_reason=reason)
+                job.waiting_reason = reason
+                log_service(self.job_dir(job), f"Job is queued: {reason}.")
 
     # -------------------------------------------------------------- one job
     def job_dir(self, job: CustomJobRow) -> Path:
@@ -174,12 +212,7 @@ class CustomJobController:
         if job.outcome is not None:
             return self._tear_down(job)
         if state == S.JOB_STATE_QUEUED:
-            if not self.jobs.transition(job.id, [S.JOB_STATE_QUEUED], state=S.JOB_STATE_PENDING):
-                return True
-            log_service(self.job_dir(job), "Waiting for job to be provisioned.")
-            # Go on to start it in this pass: waiting for the next one cost a poll interval (50 ms).
-            state = S.JOB_STATE_PENDING
-            job.state = int(state)
+            return False  # admission (_admit) moves it on when its replicas fit
         if state == S.JOB_STATE_PENDING:
             return self._start(job)
         if state == S.JOB_STATE_RUNNING:
@@ -480,6 +513,7 @@ class CustomJobController:
             history=[*(job.history or []), entry],
             outcome=None,
             teardown_started=None,
+            zone=None,
         )
         if moved:
             log_service(self.job_dir(job), f"Restarting the job: attempt {job.attempt + 2}.")

@@ -14,6 +14,7 @@ def service_log_path(job_dir: Path) -> Path:
 
 def log_service(job_dir: Path, message: str, severity: str = "INFO") -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"time": format_timestamp(now_utc()), "severity": severity, "message": message})
+    entry = {"time": format_timestamp(now_utc()), "severity": severity, "message": message}
+    line = json.dumps(entry, ensure_ascii=False)
     with open(service_log_path(job_dir), "a", encoding="utf-8") as handle:
         handle.write(line + "\n")

@@ -9,7 +9,9 @@ from trainworks.backends.local import LocalBackend
 from trainworks.backends.python_packages import PackageEnvironments
 from trainworks.config import Settings
 from trainworks.controllers.custom_jobs import CustomJobController
+from trainworks.scheduling.inventory import load_inventory
 from trainworks.services.custom_jobs import CustomJobService
+from trainworks.services.job_status import JobStatusService
 from trainworks.services.logs import LogService
 from trainworks.services.operations import OperationService
 from trainworks.services.projects import Projects
@@ -26,6 +28,7 @@ class Services:
     settings: Settings
     db: Database
     custom_jobs: CustomJobService
+    job_status: JobStatusService
     operations: OperationService
     logs: LogService
     controller: CustomJobController
@@ -50,9 +53,10 @@ def build_services(settings: Settings) -> Services:
     else:
         objects = ObjectStore(None, protocol=settings.gcs_protocol)
     backend = LocalBackend(settings.container_runtime)
+    inventory = load_inventory(settings.inventory_path)
     controller = CustomJobController(
-        settings, job_store, op_store, backend, PackageEnvironments(settings.cache_dir, objects)
+        settings, job_store, op_store, backend, PackageEnvironments(settings.cache_dir, objects), inventory
     )
-    custom_jobs = CustomJobService(job_store, projects, operations, wake=controller.wake)
+    custom_jobs = CustomJobService(job_store, projects, operations, wake=controller.wake, inventory=inventory)
     logs = LogService(settings, job_store, projects)
-    return Services(settings, db, custom_jobs, operations, logs, controller)
+    return Services(settings, db, custom_jobs, JobStatusService(custom_jobs), operations, logs, controller)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from trainworks.catalog import machines
 from trainworks.resources.custom_job import CustomJob, CustomJobSpec, EnvVar, WorkerPoolSpec
 from trainworks.resources.enums import AcceleratorType, Strategy
+from trainworks.scheduling.job_requests import PRIORITY_LABEL
 from trainworks.services.errors import FieldViolation
 from trainworks.services.wire_errors import map_key
 from trainworks.storage.gcs import StoragePathError, parse_gcs_uri
@@ -247,6 +248,17 @@ def _check_spec(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
     return out
 
 
+def _check_priority(labels: dict[str, str]) -> list[FieldViolation]:
+    value = labels.get(PRIORITY_LABEL)
+    if value is None:
+        return []
+    try:
+        int(value)
+    except ValueError:
+        return [FieldViolation(f'labels["{PRIORITY_LABEL}"]', "the scheduling priority must be an integer")]
+    return []
+
+
 def validate_custom_job(job: CustomJob) -> list[FieldViolation]:
     out: list[FieldViolation] = []
     if not job.display_name.strip():
@@ -258,6 +270,7 @@ def validate_custom_job(job: CustomJob) -> list[FieldViolation]:
     else:
         out += _check_spec(job.job_spec, "job_spec")
     out += check_labels(job.labels)
+    out += _check_priority(job.labels)
     if job.encryption_spec is not None and not job.encryption_spec.kms_key_name:
         out.append(FieldViolation("encryption_spec.kms_key_name", "Required field is not set."))
     return out

@@ -12,9 +12,19 @@ from typing import Any
 from trainworks.api.filtering import FilterColumns, FilterError, compile_filter
 from trainworks.resources.custom_job import CustomJob, input_dict
 from trainworks.resources.enums import JobState
+from trainworks.resources.status import Code
 from trainworks.resources.wire import format_timestamp, now_utc, parse_timestamp
+from trainworks.scheduling.admission import never_fits
+from trainworks.scheduling.inventory import Inventory, default_inventory
+from trainworks.scheduling.job_requests import job_request
 from trainworks.services.custom_job_validation import validate_custom_job
-from trainworks.services.errors import FieldViolation, failed_precondition, invalid_argument, not_found
+from trainworks.services.errors import (
+    ApiError,
+    FieldViolation,
+    failed_precondition,
+    invalid_argument,
+    not_found,
+)
 from trainworks.services.ids import new_numeric_id
 from trainworks.services.naming import custom_job_name, numeric_id
 from trainworks.services.operations import OperationService, operation_wire
@@ -80,7 +90,9 @@ class CustomJobService:
         projects: Projects,
         operations: OperationService,
         wake: Callable[[], None] = lambda: None,
+        inventory: Inventory | None = None,
     ) -> None:
+        self.inventory = inventory or default_inventory()
         self.jobs = jobs
         self.projects = projects
         self.operations = operations
@@ -94,6 +106,14 @@ class CustomJobService:
         number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
+        request = job_request(0, number, location, spec, job.labels, now)
+        impossible = never_fits(self.inventory, request)
+        if impossible:
+            raise ApiError(
+                Code.RESOURCE_EXHAUSTED,
+                f"The job can never be scheduled: {impossible}.",
+                reason="RESOURCE_EXHAUSTED",
+            )
         row = CustomJobRow(
             id=new_numeric_id(),
             project_number=number,
@@ -102,6 +122,7 @@ class CustomJobService:
             state=int(S.JOB_STATE_QUEUED),
             spec=spec,
             labels=dict(job.labels),
+            priority=request.priority,
             create_time=now,
             update_time=now,
         )
@@ -109,7 +130,7 @@ class CustomJobService:
         self.wake()
         return job_wire(row)
 
-    def _find(self, project: str, location: str, job_id: str) -> CustomJobRow:
+    def find(self, project: str, location: str, job_id: str) -> CustomJobRow:
         jid = numeric_id(job_id, "CustomJob")
         number = self.projects.number(project, location)
         row = self.jobs.get(jid, number, location)
@@ -118,7 +139,7 @@ class CustomJobService:
         return row
 
     def get(self, project: str, location: str, job_id: str) -> dict[str, Any]:
-        return job_wire(self._find(project, location, job_id))
+        return job_wire(self.find(project, location, job_id))
 
     def list(
         self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
@@ -152,7 +173,7 @@ class CustomJobService:
         return out
 
     def cancel(self, project: str, location: str, job_id: str) -> None:
-        row = self._find(project, location, job_id)
+        row = self.find(project, location, job_id)
         state = S(row.state)
         if state.terminal:
             raise failed_precondition(
@@ -171,7 +192,7 @@ class CustomJobService:
         self.wake()
 
     def delete(self, project: str, location: str, job_id: str, api_version: str = "v1") -> dict[str, Any]:
-        row = self._find(project, location, job_id)
+        row = self.find(project, location, job_id)
         if not S(row.state).terminal:
             raise failed_precondition(
                 f"The CustomJob {job_id} is {S(row.state).name}; cancel it and wait for it to finish "

@@ -48,6 +48,11 @@ class CustomJobRow(Base):
     history: Mapped[list[dict[str, Any]]] = mapped_column(
         JSON, nullable=False, default=list, server_default="[]"
     )
+    # Scheduling: higher priority first (label trainworks-priority), the zone it was admitted to, and why
+    # it is still waiting when it is.
+    priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    zone: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    waiting_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (
         Index("ix_custom_jobs_parent_created", "project_number", "location", "create_time", "id"),

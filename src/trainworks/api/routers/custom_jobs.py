@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from trainworks.api.errors import json_body
 from trainworks.api.params import int_param, query_param
+from trainworks.services.errors import FieldViolation, invalid_argument
 
 PARENT = "/projects/{project}/locations/{location}/customJobs"
 
@@ -57,9 +58,9 @@ async def _run(request: Request, call: Any) -> Any:
     return await run_in_threadpool(call, request.app.state.services)
 
 
-def logs_router() -> APIRouter:
-    """An extension outside /v1/: a job's logs as NDJSON, optionally followed until the job ends."""
-    api = APIRouter(prefix="/trainworks/v1", tags=["logs"])
+def extensions_router() -> APIRouter:
+    """Trainworks extensions outside /v1/: logs (NDJSON, optionally followed), status, and preemption."""
+    api = APIRouter(prefix="/trainworks/v1", tags=["extensions"])
 
     @api.get(PARENT + "/{job_id}/logs")
     def logs(project: str, location: str, job_id: str, request: Request) -> StreamingResponse:
@@ -68,5 +69,19 @@ def logs_router() -> APIRouter:
         entries = request.app.state.services.logs.entries(project, location, job_id, task=task, follow=follow)
         lines = (json.dumps(e) + "\n" for e in entries)
         return StreamingResponse(lines, media_type="application/x-ndjson")
+
+    @api.get(PARENT + "/{job_id}/status")
+    def status(project: str, location: str, job_id: str, request: Request) -> Any:
+        return request.app.state.services.job_status.status(project, location, job_id)
+
+    @api.post(PARENT + "/{job_id}:preempt")
+    async def preempt(project: str, location: str, job_id: str, request: Request) -> Any:
+        body = await json_body(request, required=False)
+        replica = body.get("replica") if isinstance(body, dict) else None
+        if replica is not None and not isinstance(replica, str):
+            raise invalid_argument(
+                [FieldViolation("replica", "expected a replica name such as workerpool1-0")]
+            )
+        return await _run(request, lambda s: s.job_status.preempt(project, location, job_id, replica))
 
     return api
