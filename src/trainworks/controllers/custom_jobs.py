@@ -29,6 +29,7 @@ from typing import Any
 
 from trainworks.backends.base import Backend, LaunchError, Phase, ProcessHandle
 from trainworks.backends.commands import TaskError
+from trainworks.backends.gpus import devices_of
 from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
 from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES
@@ -38,7 +39,7 @@ from trainworks.controllers.service_log import log_service
 from trainworks.resources.custom_job import DEFAULT_TIMEOUT
 from trainworks.resources.enums import JobState, Strategy
 from trainworks.resources.status import Code, status_dict
-from trainworks.resources.wire import format_timestamp, now_utc, parse_duration
+from trainworks.resources.wire import format_timestamp, now_utc, parse_duration, parse_timestamp
 from trainworks.scheduling.admission import plan_admissions
 from trainworks.scheduling.inventory import Inventory, default_inventory
 from trainworks.scheduling.job_requests import allocation, job_request
@@ -54,6 +55,8 @@ MAX_PREEMPTION_RESTARTS = 6  # Spot VMs: "Compute Engine tries to restart the jo
 MAX_JOB_RETRIES = 3  # transient crashes and lost workers that restart the whole job
 MAX_WORKER_RESTARTS = 5  # a lost worker restarted on its own
 TRANSIENT_EXIT_CODES = {134, 139, 6, 11}  # SIGABRT, SIGSEGV (as 128+n, or raw from some runtimes)
+FLEX_START_DEFAULT_WAIT = timedelta(hours=24)
+FLEX_START_MAX_RUN = timedelta(days=7)
 
 
 def _tail(path: Path, lines: int = 20, max_bytes: int = 8192) -> str:
@@ -80,7 +83,12 @@ def _scheduling(job: CustomJobRow) -> dict[str, Any]:
 
 def _job_timeout(job: CustomJobRow) -> timedelta:
     scheduling = _scheduling(job)
-    return parse_duration(scheduling["timeout"]) if scheduling.get("timeout") else DEFAULT_TIMEOUT
+    timeout = parse_duration(scheduling["timeout"]) if scheduling.get("timeout") else DEFAULT_TIMEOUT
+    return min(timeout, FLEX_START_MAX_RUN) if is_flex_start(job) else timeout
+
+
+def is_flex_start(job: CustomJobRow) -> bool:
+    return _scheduling(job).get("strategy") in (Strategy.FLEX_START.name, int(Strategy.FLEX_START))
 
 
 def is_spot(job: CustomJobRow) -> bool:
@@ -187,10 +195,33 @@ class CustomJobController:
                     log_service(self.job_dir(job), f"Waiting for job to be provisioned in {zone}.")
                 continue
             reason = decision.waiting.get(job.id, "waiting for capacity")
+            if self._flex_start_expired(job, reason):
+                continue
             if reason != job.waiting_reason:
                 self.jobs.set_fields(job.id, waiting_reason=reason)
                 job.waiting_reason = reason
                 log_service(self.job_dir(job), f"Job is queued: {reason}.")
+
+    def _flex_start_expired(self, job: CustomJobRow, reason: str) -> bool:
+        """FLEX_START waits for all replicas together, up to maxWaitDuration (default 24 h, 0: forever)."""
+        if not is_flex_start(job):
+            return False
+        raw = _scheduling(job).get("maxWaitDuration")
+        limit = parse_duration(raw) if raw else FLEX_START_DEFAULT_WAIT
+        if limit <= timedelta(0):
+            return False
+        history = job.history or []
+        queued_since = parse_timestamp(history[-1]["time"]) if history else job.create_time
+        if now_utc() - queued_since <= limit:
+            return False
+        seconds = int(limit.total_seconds())
+        self._fail(
+            job,
+            Code.RESOURCE_EXHAUSTED,
+            f"FLEX_START: the requested capacity was not available within maxWaitDuration ({seconds}s): "
+            f"{reason}.",
+        )
+        return True
 
     # -------------------------------------------------------------- one job
     def job_dir(self, job: CustomJobRow) -> Path:
@@ -328,7 +359,9 @@ class CustomJobController:
                 handle = orphan
             else:
                 try:
-                    handle = self.launcher.launch(job, replica, context, pythons.get(replica.pool))
+                    handle = self.launcher.launch(
+                        job, replica, context, pythons.get(replica.pool), self._busy_gpus()
+                    )
                 except (TaskError, LaunchError) as exc:
                     message = f"The replica {task_name(replica)} could not start: {exc}"
                     self._fail(job, Code.FAILED_PRECONDITION, message)
@@ -338,6 +371,15 @@ class CustomJobController:
             )
             replica.phase = "running"
         return True
+
+    def _busy_gpus(self) -> set[int]:
+        """GPU indices held by live replicas (recorded in their run folders); empty on GPU-less hosts."""
+        if not self.launcher.gpus:
+            return set()
+        busy: set[int] = set()
+        for run_dir in self.jobs.live_replica_dirs():
+            busy |= devices_of(Path(run_dir))
+        return busy
 
     # -------------------------------------------------------------- RUNNING
     def _watch(self, job: CustomJobRow) -> bool:

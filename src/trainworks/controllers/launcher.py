@@ -6,12 +6,14 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from trainworks.backends.base import Backend, LaunchRequest, ProcessHandle
 from trainworks.backends.commands import host_argv, podman_argv, pool_env
+from trainworks.backends.gpus import accelerators_per_replica, detect_gpus, pick, record_devices
 from trainworks.backends.podman import Podman, container_name, launch_env
 from trainworks.backends.python_packages import PackageEnvironments
 from trainworks.config import Settings
@@ -40,6 +42,30 @@ class ReplicaLauncher:
         self.settings = settings
         self.backend = backend
         self.packages = packages
+        self.gpus = detect_gpus()
+
+    def gpu_environment(
+        self, job_dir: Path, replica: ReplicaRow, pool: dict[str, Any], busy: set[int]
+    ) -> dict[str, str]:
+        """CUDA_VISIBLE_DEVICES for a replica: its share of this host's GPUs, or none at all.
+
+        With no GPU asked for, the host's GPUs are hidden, as on a CPU-only VM. When the host lacks what a
+        pool asks for, the replica runs on the CPU and the job's service log says so."""
+        kind, count = accelerators_per_replica(pool)
+        if count == 0:
+            return {"CUDA_VISIBLE_DEVICES": ""} if self.gpus else {}
+        picked = pick(self.gpus, busy, count)
+        if picked is None:
+            have = f"{len(self.gpus)} GPU(s), {len(self.gpus) - len(busy)} free" if self.gpus else "no GPUs"
+            log_service(
+                job_dir,
+                f"{task_name(replica)} asks for {count} × {kind} but this host has {have}: "
+                "it runs without them.",
+                severity="WARNING",
+            )
+            return {"CUDA_VISIBLE_DEVICES": ""}
+        record_devices(Path(replica.run_dir), picked)
+        return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in picked)}
 
     @cached_property
     def podman(self) -> Podman | None:
@@ -101,10 +127,18 @@ class ReplicaLauncher:
         )
 
     def launch(
-        self, job: CustomJobRow, replica: ReplicaRow, context: JobContext, python: Path | None
+        self,
+        job: CustomJobRow,
+        replica: ReplicaRow,
+        context: JobContext,
+        python: Path | None,
+        busy_gpus: set[int] | None = None,
     ) -> ProcessHandle:
         pool: dict[str, Any] = job.spec["jobSpec"]["workerPoolSpecs"][replica.pool]
         slot = ReplicaSlot(replica.pool, replica.replica_index, replica.host, replica.port)
+        job_dir = Path(replica.run_dir).parent
+        gpu_env = self.gpu_environment(job_dir, replica, pool, busy_gpus or set())
+        context = replace(context, extra_env={**context.extra_env, **gpu_env})
         env = replica_environment(context, slot, pool_env(pool))
         # /gcs shows the local bucket root; objects in real Cloud Storage would need a FUSE mount instead.
         gcs_root = self.settings.buckets if self.settings.gcs_protocol == "file" else None

@@ -200,6 +200,34 @@ def _check_pool(pool: WorkerPoolSpec, index: int, path: str) -> list[FieldViolat
     return out
 
 
+FLEX_START_MAX_RUN = timedelta(days=7)
+
+
+def _check_flex_start(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
+    """FLEX_START (queued provisioning): one machine configuration for every pool, runs of at most 7 days."""
+    out: list[FieldViolation] = []
+    shapes = [
+        (i, pool.machine_spec.to_wire() if pool.machine_spec else {})
+        for i, pool in enumerate(spec.worker_pool_specs)
+        if not pool.is_empty
+    ]
+    first = shapes[0][1] if shapes else {}
+    for i, shape in shapes[1:]:
+        if shape != first:
+            out.append(
+                FieldViolation(
+                    f"{path}.worker_pool_specs[{i}].machine_spec",
+                    "with the FLEX_START strategy every worker pool must use the same machine configuration "
+                    "as worker_pool_specs[0]",
+                )
+            )
+    if spec.scheduling and spec.scheduling.timeout and spec.scheduling.timeout > FLEX_START_MAX_RUN:
+        out.append(
+            FieldViolation(f"{path}.scheduling.timeout", "FLEX_START runs are limited to 7 days (604800s)")
+        )
+    return out
+
+
 def _check_spec(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
     out: list[FieldViolation] = []
     pools = spec.worker_pool_specs
@@ -232,6 +260,8 @@ def _check_spec(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
                         f"{path}.scheduling.max_wait_duration", "only allowed with the FLEX_START strategy"
                     )
                 )
+        if scheduling.strategy == Strategy.FLEX_START:
+            out += _check_flex_start(spec, path)
     if spec.base_output_directory is not None:
         where = f"{path}.base_output_directory.output_uri_prefix"
         if not spec.base_output_directory.output_uri_prefix:

@@ -126,6 +126,10 @@ class JobStore:
         with self.db.session() as session:
             session.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
 
+    def live_replica_dirs(self) -> list[str]:
+        with self.db.session() as session:
+            return list(session.scalars(select(ReplicaRow.run_dir).where(ReplicaRow.phase == "running")))
+
     def ports_in_use(self) -> set[int]:
         with self.db.session() as session:
             return set(
