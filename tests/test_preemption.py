@@ -159,3 +159,34 @@ def test_cli_admin_preempt(spot_server: ServerProcess) -> None:
         assert "preemption" in described.stdout, described.stdout
         client.post(f"/v1/{name}:cancel", json={})
         wait_job(client, name)
+
+
+def test_preemption_chance_follows_the_rate() -> None:
+    from trainworks.controllers.custom_jobs import preemption_chance
+
+    assert preemption_chance(0.0, 3600) == 0.0
+    assert abs(preemption_chance(1.0, 3600) - (1 - 2.718281828459045**-1)) < 1e-9
+    assert preemption_chance(3600.0, 10) > 0.9999  # one per second on average: ten seconds is near certain
+    assert preemption_chance(5.0, -1) == 0.0
+
+
+def test_random_preemption_rate_of_the_region_restarts_spot_jobs(tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text("regions:\n  us-central1:\n    elastic: true\n    preemption_rate_per_hour: 36000\n")
+    server = ServerProcess(
+        home=tmp_path / "home", args=["--inventory", str(inventory), "--preemption-notice", "1"]
+    ).start()
+    try:
+        body = job(python_pool("import time; time.sleep(60)"), scheduling={"strategy": "SPOT"})
+        standard = job(python_pool("import time; time.sleep(1)"))
+        with server.client() as client:
+            name = client.post(f"/v1/{server.parent}/customJobs", json=body).json()["name"]
+            steady = client.post(f"/v1/{server.parent}/customJobs", json=standard).json()["name"]
+            wait_for(lambda: status(client, name)["attempt"] >= 1, what="a random preemption", timeout=60)
+            assert status(client, name)["restarts"][0]["kind"] == "preemption"
+            assert wait_job(client, steady)["state"] == "JOB_STATE_SUCCEEDED"  # STANDARD jobs are never hit
+            assert status(client, steady)["restarts"] == []
+            client.post(f"/v1/{name}:cancel", json={})
+            wait_job(client, name, timeout=60)
+    finally:
+        server.stop()

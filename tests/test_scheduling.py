@@ -284,13 +284,9 @@ def _zones(machines: Any) -> dict[str, Any]:
             id="accelerator-quotas-list",
         ),
         pytest.param(
-            {"regions": {"r": {"elastic": True, "preemption_rate_per_hour": 1.5}}},
-            "regions.r.preemption_rate_per_hour: is a chance per replica-hour and must be between 0 and 1",
-            id="rate-above-one",
-        ),
-        pytest.param(
             {"regions": {"r": {"elastic": True, "preemption_rate_per_hour": -0.1}}},
-            "must be between 0 and 1, got -0.1",
+            "regions.r.preemption_rate_per_hour: is the expected preemptions per replica-hour and must "
+            "not be negative, got -0.1",
             id="negative-rate",
         ),
         pytest.param(

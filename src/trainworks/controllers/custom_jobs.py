@@ -19,9 +19,12 @@ Before a restart or an end, every replica is stopped: SIGTERM to its process gro
 from __future__ import annotations
 
 import logging
+import math
+import random
 import shutil
 import signal
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -104,6 +107,11 @@ def _restart_whole_job_on_worker_restart(job: CustomJobRow) -> bool:
     return bool(_scheduling(job).get("restartJobOnWorkerRestart")) and not _retries_disabled(job)
 
 
+def preemption_chance(rate_per_hour: float, seconds: float) -> float:
+    """Probability of at least one preemption in `seconds` for a Poisson rate per replica-hour. Pure."""
+    return 1.0 - math.exp(-rate_per_hour * max(seconds, 0.0) / 3600.0)
+
+
 def _restarts_of(job: CustomJobRow, *kinds: str) -> int:
     return sum(1 for entry in job.history or [] if entry.get("kind") in kinds)
 
@@ -130,6 +138,9 @@ class CustomJobController:
         self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
         # Package builds in flight: an optimisation only; a restarted server simply starts them again.
         self._preparing: dict[int, Future[dict[int, Path]]] = {}
+        # When each SPOT job last rolled for random preemption (a restarted server starts the clock again).
+        self._rolled: dict[int, float] = {}
+        self._random = random.Random()
 
     # -------------------------------------------------------------- loop
     def start(self) -> None:
@@ -382,8 +393,31 @@ class CustomJobController:
         return busy
 
     # -------------------------------------------------------------- RUNNING
+    def _random_preemptions(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> None:
+        """The region's random preemption rate (expected preemptions per replica-hour) for SPOT replicas."""
+        region = self.inventory.region(job.location)
+        rate = region.preemption_rate_per_hour if region is not None else 0.0
+        now = time.monotonic()
+        last = self._rolled.get(job.id, now)
+        self._rolled[job.id] = now
+        if rate <= 0 or not is_spot(job):
+            return
+        chance = preemption_chance(rate, now - last)
+        for replica in replicas:
+            if (
+                replica.phase == "running"
+                and not replica.preempt_requested
+                and self._random.random() < chance
+            ):
+                self.jobs.update_replica(replica.id, preempt_requested=True)
+                replica.preempt_requested = True
+                log_service(
+                    self.job_dir(job), f"Random preemption of {task_name(replica)} in {job.location}."
+                )
+
     def _watch(self, job: CustomJobRow) -> bool:
         replicas = self.jobs.replicas(job.id, job.attempt)
+        self._random_preemptions(job, replicas)
         preempted = [r for r in replicas if r.preempt_requested and r.phase in ("planned", "running")]
         if preempted:
             self._preempt(job, [task_name(r) for r in preempted])
