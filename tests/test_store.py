@@ -126,3 +126,35 @@ def test_project_numbers_are_stable(db: Database) -> None:
     assert number.isdigit() and len(number) == 12
     assert Projects(db).number("my-project") == number
     assert projects.number("123") == "123"
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_database_from_the_first_release_upgrades_with_its_jobs(
+    dialect: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from trainworks.store.database import alembic_config, normalise_url
+
+    url = (
+        f"sqlite:///{tmp_path / 'old.db'}" if dialect == "sqlite" else request.getfixturevalue("postgres_url")
+    )
+    command.upgrade(alembic_config(url), "0001")  # the schema as the first release left it
+    engine = create_engine(normalise_url(url))
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO custom_jobs (id, project_number, location, display_name, state, spec, labels, "
+                "create_time, update_time) VALUES (7, '1', 'l', 'old', 4, :spec, '{}', :now, :now)"
+            ),
+            {"spec": '{"displayName": "old"}', "now": now_utc()},
+        )
+    engine.dispose()
+    database = Database(url)
+    try:
+        row = JobStore(database).get(7)
+        assert row is not None and row.display_name == "old" and row.state == int(S.JOB_STATE_SUCCEEDED)
+        assert row.attempt == 0 and row.history == [] and row.priority == 0 and row.zone is None
+    finally:
+        database.dispose()
