@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from trainworks import __version__
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import install_error_handlers
-from trainworks.api.routers import custom_jobs, operations
+from trainworks.api.routers import costs, custom_jobs, operations
 from trainworks.config import Settings
 from trainworks.services.container import Services, build_services
 
@@ -37,6 +37,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     for prefix in ("/v1", "/v1beta1", "/ui"):
         app.include_router(operations.router(prefix))
     app.include_router(custom_jobs.extensions_router())
+    app.include_router(costs.router())
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from trainworks.cli.admin import app as admin_app
+from trainworks.cli.costs import costs
 from trainworks.cli.custom_jobs import app as custom_jobs_app
 from trainworks.cli.serve import serve
 
@@ -14,6 +15,7 @@ app = typer.Typer(
 app.command("serve")(serve)
 app.add_typer(custom_jobs_app, name="custom-jobs")
 app.add_typer(admin_app, name="admin")
+app.command("costs")(costs)
 
 
 @app.callback()

@@ -145,6 +145,19 @@ def _status_rows(status: dict[str, Any] | None) -> list[tuple[str, str]]:
                     escape(f"{entry.get('time', '')} {entry.get('kind', '')}: {entry.get('reason', '')}"),
                 )
             )
+    cost = status.get("cost")
+    if cost:
+        hours = float(cost.get("machineHours", 0))
+        text = f"${float(cost.get('costUsd', 0)):,.4f} for {hours:,.4f} machine-hours"
+        text += " (SPOT" if cost.get("spot") else " (on-demand"
+        if cost.get("spot"):
+            text += f"; on-demand ${float(cost.get('onDemandEquivalentUsd', 0)):,.4f}"
+        text += ", so far)" if cost.get("running") else ")"
+        if cost.get("billedTo"):
+            text += f"; billed to {cost['billedTo']}"
+        rows.append(("Cost", escape(text)))
+        for name, used in sorted((cost.get("acceleratorHours") or {}).items()):
+            rows.append(("  accelerators", escape(f"{float(used):,.4f} h of {name}")))
     return rows
 
 

@@ -218,6 +218,14 @@ class TrainworksClient:
         )
         return result
 
+    def get_costs(self, parent: str, by: str = "job", filter: str = "") -> dict[str, Any]:
+        """Machine-hours and approximate cost of `parent`'s jobs (`by="job"`) or persistent resources
+        (`by="resource"`): `{by, currency, asOf, rows: [...], totals: {...}}`."""
+        result: dict[str, Any] = self._request(
+            "GET", f"/trainworks/v1/{self._path(parent)}/costs", params={"by": by, "filter": filter}
+        )
+        return result
+
     # ------------------------------------------------------------------ operations
     def get_operation(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")

@@ -10,6 +10,7 @@ from trainworks.backends.python_packages import PackageEnvironments
 from trainworks.config import Settings
 from trainworks.controllers.custom_jobs import CustomJobController
 from trainworks.scheduling.inventory import load_inventory
+from trainworks.services.costs import CostService
 from trainworks.services.custom_jobs import CustomJobService
 from trainworks.services.job_status import JobStatusService
 from trainworks.services.logs import LogService
@@ -32,6 +33,7 @@ class Services:
     operations: OperationService
     logs: LogService
     controller: CustomJobController
+    costs: CostService
 
     def start(self) -> None:
         self.controller.start()
@@ -59,4 +61,13 @@ def build_services(settings: Settings) -> Services:
     )
     custom_jobs = CustomJobService(job_store, projects, operations, wake=controller.wake, inventory=inventory)
     logs = LogService(settings, job_store, projects)
-    return Services(settings, db, custom_jobs, JobStatusService(custom_jobs), operations, logs, controller)
+    return Services(
+        settings,
+        db,
+        custom_jobs,
+        JobStatusService(custom_jobs),
+        operations,
+        logs,
+        controller,
+        costs=CostService(job_store, projects),
+    )

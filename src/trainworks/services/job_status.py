@@ -7,6 +7,7 @@ from typing import Any
 from trainworks.contract.environment import POOL_NAMES
 from trainworks.resources.enums import JobState
 from trainworks.resources.wire import format_timestamp
+from trainworks.services.costs import job_cost
 from trainworks.services.custom_jobs import CustomJobService
 from trainworks.services.errors import FieldViolation, failed_precondition, invalid_argument
 from trainworks.services.naming import custom_job_name
@@ -47,13 +48,15 @@ class JobStatusService:
 
     def status(self, project: str, location: str, job_id: str) -> dict[str, Any]:
         row = self.service.find(project, location, job_id)
+        replicas = self.jobs.replicas(row.id)
         out: dict[str, Any] = {
             "name": custom_job_name(row.project_number, row.location, row.id),
             "state": S(row.state).name,
             "attempt": row.attempt,
             "priority": row.priority,
             "restarts": list(row.history or []),
-            "replicas": [_replica_wire(r) for r in self.jobs.replicas(row.id)],
+            "replicas": [_replica_wire(r) for r in replicas],
+            "cost": job_cost(row, replicas),
         }
         if row.zone:
             out["zone"] = row.zone
