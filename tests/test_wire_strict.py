@@ -530,7 +530,15 @@ EXOTIC = {
                     "args": ["--epochs", "1"],
                     "env": [{"name": "D", "value": "z"}],
                 },
-                "machineSpec": {"machineType": "n1-standard-4"},
+                # FLEX_START: every pool has the primary's machine configuration.
+                "machineSpec": {
+                    "machineType": "n1-standard-4",
+                    "reservationAffinity": {
+                        "reservationAffinityType": "SPECIFIC_RESERVATION",
+                        "key": "compute.googleapis.com/reservation-name",
+                        "values": ["projects/p/zones/us-central1-a/reservations/r"],
+                    },
+                },
                 "replicaCount": "2",
             },
         ],

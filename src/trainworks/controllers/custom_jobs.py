@@ -481,11 +481,24 @@ class CustomJobController:
                 )
         elif replica.restarts < MAX_WORKER_RESTARTS:
             log_service(self.job_dir(job), f"{what}. Restarting it.", severity="WARNING")
-            self.jobs.update_replica(
-                replica.id, phase="planned", pid=None, pid_start=None, restarts=replica.restarts + 1
-            )
             for stale in ("shim.json", "exit.json"):
                 (Path(replica.run_dir) / stale).unlink(missing_ok=True)
+            # A new run of the same replica (same address); the lost run keeps its row, times and cost.
+            self.jobs.add_replicas(
+                [
+                    ReplicaRow(
+                        job_id=job.id,
+                        pool=replica.pool,
+                        replica_index=replica.replica_index,
+                        host=replica.host,
+                        port=replica.port,
+                        phase="planned",
+                        run_dir=replica.run_dir,
+                        attempt=replica.attempt,
+                        restarts=replica.restarts + 1,
+                    )
+                ]
+            )
         else:
             self._fail(
                 job, Code.INTERNAL, f"{what}, and it was already restarted {MAX_WORKER_RESTARTS} times."

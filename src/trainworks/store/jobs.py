@@ -109,13 +109,20 @@ class JobStore:
 
     # -------------------------------------------------------------- replicas
     def replicas(self, job_id: int, attempt: int | None = None) -> list[ReplicaRow]:
-        """The job's replicas, of one attempt when given, in CLUSTER_SPEC order."""
+        """Every replica run of the job in CLUSTER_SPEC order; with `attempt`, that attempt's current runs.
+
+        A replica restarted on its own gets a new row (its earlier run keeps its times and exit), so within
+        an attempt only the latest row of each (pool, index) is current."""
         query = select(ReplicaRow).where(ReplicaRow.job_id == job_id)
         if attempt is not None:
             query = query.where(ReplicaRow.attempt == attempt)
-        query = query.order_by(ReplicaRow.attempt, ReplicaRow.pool, ReplicaRow.replica_index)
+        query = query.order_by(ReplicaRow.attempt, ReplicaRow.pool, ReplicaRow.replica_index, ReplicaRow.id)
         with self.db.session() as session:
-            return list(session.scalars(query))
+            rows = list(session.scalars(query))
+        if attempt is None:
+            return rows
+        latest = {(r.pool, r.replica_index): r for r in rows}
+        return sorted(latest.values(), key=lambda r: (r.pool, r.replica_index))
 
     def add_replicas(self, rows: Sequence[ReplicaRow]) -> list[ReplicaRow]:
         with self.db.session() as session:
