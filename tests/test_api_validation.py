@@ -681,7 +681,12 @@ def _fuzz_base() -> Body:
                 },
                 {},
                 {
-                    "machineSpec": {"machineType": "n1-standard-4"},
+                    # FLEX_START: the same machine configuration as the primary pool.
+                    "machineSpec": {
+                        "machineType": "n1-standard-4",
+                        "acceleratorType": "NVIDIA_TESLA_T4",
+                        "acceleratorCount": 1,
+                    },
                     "replicaCount": "1",
                     "pythonPackageSpec": {
                         "executorImageUri": "python:3.11",

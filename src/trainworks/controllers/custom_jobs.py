@@ -136,6 +136,8 @@ class CustomJobController:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
+        # Admission of jobs with persistentResourceId (controllers/persistent_resources.py), when wired.
+        self.persistent: Any = None
         # Package builds in flight: an optimisation only; a restarted server simply starts them again.
         self._preparing: dict[int, Future[dict[int, Path]]] = {}
         # When each SPOT job last rolled for random preemption (a restarted server starts the clock again).
@@ -172,7 +174,8 @@ class CustomJobController:
         """One pass over every job that is not finished; True while some job has live work."""
         busy = False
         jobs = self.jobs.active()
-        self._admit(jobs)
+        # Jobs on a persistent resource are admitted on its capacity, the rest by the scheduler.
+        self._admit(self.persistent.admit(jobs) if self.persistent is not None else jobs)
         for job in jobs:
             try:
                 busy |= self.reconcile(job)

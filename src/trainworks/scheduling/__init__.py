@@ -1,6 +1,10 @@
 """Scheduling: the capacity inventory and the pure planning core that decides which queued jobs start."""
 
 from trainworks.scheduling.admission import (
+    ANY_RESERVATION,
+    NO_RESERVATION,
+    RESERVATION_NAME_KEY,
+    SPECIFIC_RESERVATION,
     Allocation,
     Decision,
     Demand,
@@ -15,14 +19,20 @@ from trainworks.scheduling.inventory import (
     Inventory,
     InventoryError,
     Region,
+    Reservation,
     Zone,
     default_inventory,
     elastic_region,
     load_inventory,
     parse_inventory,
+    parse_reservation_name,
 )
 
 __all__ = [
+    "ANY_RESERVATION",
+    "NO_RESERVATION",
+    "RESERVATION_NAME_KEY",
+    "SPECIFIC_RESERVATION",
     "Allocation",
     "Decision",
     "Demand",
@@ -30,6 +40,7 @@ __all__ = [
     "InventoryError",
     "JobRequest",
     "Region",
+    "Reservation",
     "Zone",
     "accelerators",
     "default_inventory",
@@ -38,6 +49,7 @@ __all__ = [
     "machines_needed",
     "never_fits",
     "parse_inventory",
+    "parse_reservation_name",
     "plan_admissions",
     "vcpus",
 ]

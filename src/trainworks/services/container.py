@@ -7,19 +7,24 @@ from dataclasses import dataclass
 
 from trainworks.backends.local import LocalBackend
 from trainworks.backends.python_packages import PackageEnvironments
+from trainworks.backends.warm import WarmPool, WarmStartBackend
 from trainworks.config import Settings
 from trainworks.controllers.custom_jobs import CustomJobController
+from trainworks.controllers.launcher import host_env
+from trainworks.controllers.persistent_resources import PersistentResourceController, PersistentResourceJobs
 from trainworks.scheduling.inventory import load_inventory
 from trainworks.services.costs import CostService
 from trainworks.services.custom_jobs import CustomJobService
 from trainworks.services.job_status import JobStatusService
 from trainworks.services.logs import LogService
 from trainworks.services.operations import OperationService
+from trainworks.services.persistent_resources import PersistentResourceService
 from trainworks.services.projects import Projects
 from trainworks.storage.gcs import ObjectStore
 from trainworks.store.database import Database
 from trainworks.store.jobs import JobStore
 from trainworks.store.operations import OperationStore
+from trainworks.store.persistent_resources import PersistentResourceStore
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +39,17 @@ class Services:
     logs: LogService
     controller: CustomJobController
     costs: CostService
+    persistent_resources: PersistentResourceService | None = None
+    persistent_controller: PersistentResourceController | None = None
 
     def start(self) -> None:
         self.controller.start()
+        if self.persistent_controller is not None:
+            self.persistent_controller.start()
 
     def stop(self) -> None:
+        if self.persistent_controller is not None:
+            self.persistent_controller.stop()
         self.controller.stop()
         self.db.dispose()
 
@@ -54,12 +65,34 @@ def build_services(settings: Settings) -> Services:
         objects = ObjectStore(settings.buckets)
     else:
         objects = ObjectStore(None, protocol=settings.gcs_protocol)
-    backend = LocalBackend(settings.container_runtime)
-    inventory = load_inventory(settings.inventory_path)
+    # Persistent resources: their jobs are admitted on the resource's capacity and their replicas start
+    # from the resource's warm interpreters (backends/warm.py) when they can.
+    pr_store = PersistentResourceStore(db)
+    pr_jobs = PersistentResourceJobs(settings, pr_store, job_store)
+    warm = WarmPool(settings.home / "persistent", host_env)
+    backend = WarmStartBackend(LocalBackend(settings.container_runtime), warm, pr_jobs.warm_target)
+    # Reservations may name a project by ID; jobs carry project numbers.
+    inventory = load_inventory(settings.inventory_path).with_project_numbers(projects.number)
     controller = CustomJobController(
         settings, job_store, op_store, backend, PackageEnvironments(settings.cache_dir, objects), inventory
     )
-    custom_jobs = CustomJobService(job_store, projects, operations, wake=controller.wake, inventory=inventory)
+    controller.persistent = pr_jobs
+    pr_controller = PersistentResourceController(
+        settings, pr_store, job_store, op_store, warm, wake_jobs=controller.wake
+    )
+    persistent_resources = PersistentResourceService(
+        pr_store, job_store, projects, operations, wake=pr_controller.wake
+    )
+    custom_jobs = CustomJobService(
+        job_store,
+        projects,
+        operations,
+        wake=controller.wake,
+        inventory=inventory,
+        persistent_resources=persistent_resources,
+    )
+    costs = CostService(job_store, projects)
+    costs.add_resource_source(persistent_resources)
     logs = LogService(settings, job_store, projects)
     return Services(
         settings,
@@ -69,5 +102,7 @@ def build_services(settings: Settings) -> Services:
         operations,
         logs,
         controller,
-        costs=CostService(job_store, projects),
+        costs=costs,
+        persistent_resources=persistent_resources,
+        persistent_controller=pr_controller,
     )

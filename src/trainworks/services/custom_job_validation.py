@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from datetime import timedelta
 
 from trainworks.catalog import machines
-from trainworks.resources.custom_job import CustomJob, CustomJobSpec, EnvVar, WorkerPoolSpec
-from trainworks.resources.enums import AcceleratorType, Strategy
+from trainworks.resources.custom_job import (
+    CustomJob,
+    CustomJobSpec,
+    EnvVar,
+    ReservationAffinity,
+    WorkerPoolSpec,
+)
+from trainworks.resources.enums import AcceleratorType, ReservationAffinityType, Strategy
+from trainworks.scheduling.admission import RESERVATION_NAME_KEY
+from trainworks.scheduling.inventory import parse_reservation_name
 from trainworks.scheduling.job_requests import PRIORITY_LABEL
 from trainworks.services.errors import FieldViolation
 from trainworks.services.wire_errors import map_key
@@ -107,6 +116,53 @@ def _check_machine(pool: WorkerPoolSpec, path: str) -> list[FieldViolation]:
     return []
 
 
+def _check_reservation_affinity(affinity: ReservationAffinity, path: str) -> list[FieldViolation]:
+    """reservationAffinity as Vertex AI takes it: the type is required; SPECIFIC_RESERVATION names exactly one
+    reservation under the key ``compute.googleapis.com/reservation-name``; the other types name none."""
+    kind = affinity.reservation_affinity_type
+    if kind == ReservationAffinityType.TYPE_UNSPECIFIED:
+        return [FieldViolation(f"{path}.reservation_affinity_type", "Required field is not set.")]
+    out: list[FieldViolation] = []
+    if kind != ReservationAffinityType.SPECIFIC_RESERVATION:
+        if affinity.key:
+            out.append(
+                FieldViolation(
+                    f"{path}.key", f"must not be set when reservation_affinity_type is {kind.name}"
+                )
+            )
+        if affinity.values:
+            out.append(
+                FieldViolation(
+                    f"{path}.values", f"must not be set when reservation_affinity_type is {kind.name}"
+                )
+            )
+        return out
+    if affinity.key != RESERVATION_NAME_KEY:
+        got = f", got {affinity.key!r}" if affinity.key else ""
+        out.append(
+            FieldViolation(
+                f"{path}.key", f"SPECIFIC_RESERVATION requires the key {RESERVATION_NAME_KEY!r}{got}"
+            )
+        )
+    if len(affinity.values) != 1:
+        out.append(
+            FieldViolation(
+                f"{path}.values",
+                "SPECIFIC_RESERVATION requires exactly one value, the reservation's full name "
+                f"projects/{{project}}/zones/{{zone}}/reservations/{{name}}; got {len(affinity.values)}",
+            )
+        )
+    elif parse_reservation_name(affinity.values[0]) is None:
+        out.append(
+            FieldViolation(
+                f"{path}.values[0]",
+                f"{affinity.values[0][:200]!r} is not a reservation name: use "
+                "projects/{project}/zones/{zone}/reservations/{name}",
+            )
+        )
+    return out
+
+
 def _accelerator_field(machine: machines.MachineType, accelerator: str, count: int) -> str:
     """Which field a rejected accelerator request is reported on: the type when it is missing or cannot go on
     this machine type, else the count."""
@@ -183,6 +239,9 @@ def _check_pool(pool: WorkerPoolSpec, index: int, path: str) -> list[FieldViolat
     elif pool.replica_count > 1000:
         out.append(FieldViolation(f"{path}.replica_count", "replica_count must be at most 1000"))
     out += _check_machine(pool, path)
+    if pool.machine_spec is not None and pool.machine_spec.reservation_affinity is not None:
+        where = f"{path}.machine_spec.reservation_affinity"
+        out += _check_reservation_affinity(pool.machine_spec.reservation_affinity, where)
     out += _check_task(pool, path)
     if (
         pool.disk_spec
@@ -268,13 +327,6 @@ def _check_spec(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
             out.append(FieldViolation(where, "Required field is not set."))
         else:
             out += _check_gcs_uri(spec.base_output_directory.output_uri_prefix, where)
-    if spec.persistent_resource_id:
-        out.append(
-            FieldViolation(
-                f"{path}.persistent_resource_id",
-                f"persistent resource {spec.persistent_resource_id!r} does not exist in this location",
-            )
-        )
     return out
 
 
@@ -289,7 +341,27 @@ def _check_priority(labels: dict[str, str]) -> list[FieldViolation]:
     return []
 
 
-def validate_custom_job(job: CustomJob) -> list[FieldViolation]:
+# Checks a job's persistentResourceId against the stored resources (services/persistent_resources.py):
+# called with the job spec and its path once the rest of the spec is valid.
+PersistentResourceCheck = Callable[[CustomJobSpec, str], list[FieldViolation]]
+
+
+def _check_persistent_resource(
+    spec: CustomJobSpec, path: str, check: PersistentResourceCheck | None
+) -> list[FieldViolation]:
+    if check is None:
+        return [
+            FieldViolation(
+                f"{path}.persistent_resource_id",
+                f"persistent resource {spec.persistent_resource_id!r} does not exist in this location",
+            )
+        ]
+    return check(spec, path)
+
+
+def validate_custom_job(
+    job: CustomJob, persistent_resources: PersistentResourceCheck | None = None
+) -> list[FieldViolation]:
     out: list[FieldViolation] = []
     if not job.display_name.strip():
         out.append(FieldViolation("display_name", "Required field is not set."))
@@ -298,7 +370,10 @@ def validate_custom_job(job: CustomJob) -> list[FieldViolation]:
     if job.job_spec is None:
         out.append(FieldViolation("job_spec", "Required field is not set."))
     else:
-        out += _check_spec(job.job_spec, "job_spec")
+        spec_violations = _check_spec(job.job_spec, "job_spec")
+        out += spec_violations
+        if job.job_spec.persistent_resource_id and not spec_violations:
+            out += _check_persistent_resource(job.job_spec, "job_spec", persistent_resources)
     out += check_labels(job.labels)
     out += _check_priority(job.labels)
     if job.encryption_spec is not None and not job.encryption_spec.kms_key_name:

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from trainworks.api.filtering import FilterColumns, FilterError, compile_filter
-from trainworks.resources.custom_job import CustomJob, input_dict
+from trainworks.resources.custom_job import CustomJob, CustomJobSpec, input_dict
 from trainworks.resources.enums import JobState
 from trainworks.resources.status import Code
 from trainworks.resources.wire import format_timestamp, now_utc, parse_timestamp
@@ -91,8 +91,10 @@ class CustomJobService:
         operations: OperationService,
         wake: Callable[[], None] = lambda: None,
         inventory: Inventory | None = None,
+        persistent_resources: Any = None,  # PersistentResourceService: jobs with persistentResourceId
     ) -> None:
         self.inventory = inventory or default_inventory()
+        self.persistent_resources = persistent_resources
         self.jobs = jobs
         self.projects = projects
         self.operations = operations
@@ -100,14 +102,15 @@ class CustomJobService:
 
     def create(self, project: str, location: str, body: Any) -> dict[str, Any]:
         job = parse_body(CustomJob, body)
-        violations = validate_custom_job(job)
+        violations = validate_custom_job(job, self._persistent_resource_check(project, location))
         if violations:
             raise invalid_argument(violations)
         number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
         request = job_request(0, number, location, spec, job.labels, now)
-        impossible = never_fits(self.inventory, request)
+        # A job on a persistent resource runs on the resource's capacity, not the inventory's.
+        impossible = None if job.job_spec.persistent_resource_id else never_fits(self.inventory, request)
         if impossible:
             raise ApiError(
                 Code.RESOURCE_EXHAUSTED,
@@ -129,6 +132,18 @@ class CustomJobService:
         self.jobs.insert(row)
         self.wake()
         return job_wire(row)
+
+    def _persistent_resource_check(
+        self, project: str, location: str
+    ) -> Callable[[CustomJobSpec, str], list[FieldViolation]] | None:
+        service = self.persistent_resources
+        if service is None:
+            return None
+
+        def check(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
+            return service.check_job(self.projects.number(project, location), location, spec, path)  # type: ignore[no-any-return]
+
+        return check
 
     def find(self, project: str, location: str, job_id: str) -> CustomJobRow:
         jid = numeric_id(job_id, "CustomJob")

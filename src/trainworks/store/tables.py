@@ -106,3 +106,54 @@ class OperationRow(Base):
     update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
     __table_args__ = (Index("ix_operations_parent", "project_number", "location", "resource"),)
+
+
+class PersistentResourceRow(Base):
+    """A PersistentResource; its ID is client-chosen and unique within a project and location."""
+
+    __tablename__ = "persistent_resources"
+
+    project_number: Mapped[str] = mapped_column(String(20), primary_key=True)
+    location: Mapped[str] = mapped_column(String(64), primary_key=True)
+    resource_id: Mapped[str] = mapped_column(String(63), primary_key=True)
+    # Names this incarnation of the ID (a deleted and re-created resource gets a new one): billing spans.
+    uid: Mapped[int] = mapped_column(BigInteger, nullable=False, unique=True)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
+    state: Mapped[int] = mapped_column(Integer, nullable=False)
+    # The user-settable part as canonical proto JSON, pools with their ids and replicaCount filled in.
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    # An accepted update the controller has still to apply (state UPDATING).
+    pending_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The LRO of the transition in progress (create, update, reboot or delete).
+    operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # Epoch of the warm state (pre-started interpreters): a reboot bumps it, so older ones are dropped.
+    generation: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    __table_args__ = (Index("ix_persistent_resources_state", "state"),)
+
+
+class PersistentResourceSpanRow(Base):
+    """Machines of one resource pool provisioned from start to end (None: still provisioned), for billing.
+
+    Kept after the resource is deleted, so what it cost stays reportable."""
+
+    __tablename__ = "persistent_resource_spans"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
+    location: Mapped[str] = mapped_column(String(64), nullable=False)
+    resource_id: Mapped[str] = mapped_column(String(63), nullable=False)
+    resource_uid: Mapped[int] = mapped_column(BigInteger, nullable=False, index=True)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
+    pool_id: Mapped[str] = mapped_column(String(63), nullable=False)
+    machine_spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    machines: Mapped[int] = mapped_column(Integer, nullable=False)
+    start_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    __table_args__ = (Index("ix_persistent_resource_spans_parent", "project_number", "location"),)

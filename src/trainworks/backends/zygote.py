@@ -1,0 +1,388 @@
+"""Warm interpreter ("zygote") of a persistent resource: a Python process that has already started up and
+imported the resource's heavy modules, and forks a replica supervisor for each replica launched on it.
+
+Run as `PYTHON zygote.py STATE_FILE ADDRESS PRELOAD` (PRELOAD: module names separated by commas, may be
+empty) with the environment a replica inherits from the server. It imports the modules, listens on the
+abstract unix socket ADDRESS (only processes of its own user may talk to it), and records itself in
+STATE_FILE as ready. It keeps running while STATE_FILE names it, so the server drops it by removing or
+rewriting the file (and signalling it), and it outlives a server restart like replicas do.
+
+For each launch request (one JSON object: run_dir, cwd, gcs_root, env, and the parsed python command line)
+it forks a child that plays the replica supervisor exactly as shim.py does: it leads a new session (so the
+server signals the group), writes shim.json (with its kernel start time, so a restarted server can adopt
+it), optionally gives itself a private /gcs mount namespace, forks the training process, waits for it and
+writes exit.json. The training process is the grandchild: stdio on the replica's log files, the replica's
+environment, cwd, argv, sys.path and signal dispositions as `python -c/-m/script` would have them, then it
+runs the code in a fresh `__main__`, and exits the way the interpreter does (SystemExit codes, tracebacks
+and status 1, atexit handlers, non-daemon threads joined, SIGINT re-raised for KeyboardInterrupt).
+
+Differences from a cold start that training code could notice: the preloaded modules were imported with
+the zygote's environment (the same one the server gives every replica, without the job's own variables),
+all replicas forked from one zygote share its str hash seed, and modules the zygote imported itself
+(socket, json, ...) are already in sys.modules. numpy's global RandomState, when numpy is preloaded, is
+reseeded from the OS in each replica, as a fresh import would seed it.
+"""
+
+import contextlib
+import importlib
+import importlib.util
+import io
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+
+_SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
+# What `python -c` would have on sys.path after its first entry: the zygote's own path minus its folder.
+_BASE_PATH = [p for p in sys.path[1:]]
+_MAX_REQUEST = 64 * 1024 * 1024
+_WATCH_SECONDS = 2.0
+
+
+def _load_shim():
+    """The replica supervisor's helpers, under a private name so no training code can import them."""
+    spec = importlib.util.spec_from_file_location("_trainworks_shim", os.path.join(_SCRIPT_DIR, "shim.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_shim = _load_shim()
+
+
+def _start_time(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    fields = data[data.rfind(")") + 2 :].split()
+    return int(fields[19]) if fields and fields[0] not in ("Z", "X") else None
+
+
+def _write_json(path, data):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as handle:
+        json.dump(data, handle)
+    os.replace(tmp, path)
+
+
+def _read_json(path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _still_mine(state_file):
+    record = _read_json(state_file)
+    return isinstance(record, dict) and record.get("pid") == os.getpid()
+
+
+# ------------------------------------------------------------------ the training process (grandchild)
+def _stdio(unbuffered):
+    """Fresh sys.stdin/stdout/stderr on fds 0-2, buffered as a new interpreter would buffer them."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    errors = getattr(sys.stdout, "errors", None) or "strict"
+
+    def writer(fd, err):
+        raw = io.FileIO(fd, "wb", closefd=False)
+        buffer = raw if unbuffered else io.BufferedWriter(raw)
+        return io.TextIOWrapper(
+            buffer,
+            encoding=encoding,
+            errors="backslashreplace" if err else errors,
+            line_buffering=err and not unbuffered,
+            write_through=unbuffered,
+        )
+
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding=encoding, errors=errors
+    )
+    sys.stdout = sys.__stdout__ = writer(1, False)
+    sys.stderr = sys.__stderr__ = writer(2, True)
+
+
+def _exit_code(exc):
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF
+    with contextlib.suppress(Exception):
+        print(code, file=sys.stderr)
+    return 1
+
+
+def _finalize():
+    """What Py_Finalize does before the process ends: join threads, run atexit, flush stdio."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _run_training(request, out, err):
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    for fd in (out, err, devnull):
+        os.close(fd)
+    cwd = request.get("cwd") or ""
+    if cwd:
+        os.chdir(cwd)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    python = request["python"]
+    env = request["env"]
+    unbuffered = python.get("unbuffered") or bool(env.get("PYTHONUNBUFFERED"))
+    _stdio(unbuffered)
+    sys.dont_write_bytecode = bool(python.get("dont_write_bytecode") or env.get("PYTHONDONTWRITEBYTECODE"))
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    mode, target, args = python["mode"], python["target"], list(python.get("args", []))
+    if mode == "code":
+        first = ""
+        sys.argv = ["-c", *args]
+    elif mode == "module":
+        first = os.getcwd()
+        sys.argv = ["-m", *args]
+    else:
+        first = os.path.dirname(os.path.realpath(target))
+        sys.argv = [target, *args]
+    sys.path[:] = [first, *extra, *_BASE_PATH]
+    importlib.invalidate_caches()
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        with contextlib.suppress(Exception):
+            numpy_random.seed()
+    main = type(sys)("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = main
+    code = 0
+    try:
+        if mode == "code":
+            exec(compile(target, "<string>", "exec"), main.__dict__)
+        elif mode == "module":
+            import runpy
+
+            runpy._run_module_as_main(target, True)
+        else:
+            import runpy
+
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except KeyboardInterrupt:
+        sys.excepthook(*sys.exc_info())
+        _finalize()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 130
+    except BaseException:  # noqa: BLE001 - what the interpreter does with an uncaught exception
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    _finalize()
+    os._exit(code)
+
+
+# ------------------------------------------------------------------ the replica supervisor (child)
+def _supervise(request, ready_fd):
+    """shim.main, with the training process forked from this warm interpreter instead of exec'd."""
+    os.setsid()
+    run_dir = request["run_dir"]
+    out = os.open(os.path.join(run_dir, "stdout.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    err = os.open(os.path.join(run_dir, "stderr.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    shim_record = os.path.join(run_dir, "shim.json")
+    fields = [
+        ("pid", os.getpid()),
+        ("started", time.time()),
+        ("pid_start", _start_time(os.getpid()) or 0),
+        ("zygote", os.getppid()),
+    ]
+    _shim._write_record(shim_record, fields, durable=False)
+    os.write(ready_fd, b"1")
+    os.close(ready_fd)
+    gcs_root = request.get("gcs_root") or ""
+    if gcs_root:
+        try:
+            _shim._mount_gcs(gcs_root, err)
+        except OSError as exc:
+            os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
+    received = []
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda s, _f: received.append(s))
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    child = os.fork()
+    if child == 0:
+        try:
+            _run_training(request, out, err)
+        except BaseException as exc:  # noqa: BLE001 - the training code never started
+            os.write(2, f"[trainworks] could not start the training code: {exc!r}\n".encode())
+        os._exit(127)
+    os.close(out)
+    os.close(err)
+    _shim._fsync(shim_record)
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        record = [("exit_code", 128 + signum), ("signal", signum)]
+    else:
+        record = [("exit_code", os.WEXITSTATUS(status))]
+    record.append(("ended", time.time()))
+    _shim._write_record(os.path.join(run_dir, "exit.json"), record)
+    os._exit(0)
+
+
+# ------------------------------------------------------------------ the zygote
+def _read_request(conn):
+    chunks, size = [], 0
+    while True:
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > _MAX_REQUEST:
+            raise ValueError("request too large")
+        chunks.append(chunk)
+    return json.loads(b"".join(chunks))
+
+
+def _serve_one(listener, conn):
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        return
+    conn.settimeout(10.0)
+    try:
+        request = _read_request(conn)
+        os.makedirs(request["run_dir"], exist_ok=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        conn.sendall(json.dumps({"error": f"bad request: {exc}"}).encode())
+        return
+    read_fd, write_fd = os.pipe()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            listener.close()
+            conn.close()
+            _supervise(request, write_fd)
+        except BaseException:  # noqa: BLE001
+            traceback.print_exc()
+        os._exit(127)
+    os.close(write_fd)
+    ready, _, _ = select.select([read_fd], [], [], 10.0)
+    started = bool(ready) and os.read(read_fd, 1) == b"1"
+    os.close(read_fd)
+    if not started:
+        conn.sendall(json.dumps({"error": "the replica supervisor did not start"}).encode())
+        return
+    conn.sendall(json.dumps({"pid": pid, "pid_start": _start_time(pid) or 0}).encode())
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _wait_for_claim(state_file, timeout=10.0):
+    """The server records this zygote's pid right after starting it: wait for that record. Another pid
+    there means the server has replaced this zygote already."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = _read_json(state_file)
+        if isinstance(record, dict) and "pid" in record:
+            return record if record["pid"] == os.getpid() else None
+        time.sleep(0.005)
+    return None
+
+
+def main():
+    state_file, address, preload = sys.argv[1], sys.argv[2], sys.argv[3]
+    modules = [m for m in preload.split(",") if m]
+    record = _wait_for_claim(state_file)
+    if record is None:
+        return
+    started = time.monotonic()
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - reported to the server through the record
+            if _still_mine(state_file):
+                record.update(error=f"could not import {name!r}: {type(exc).__name__}: {exc}", ready=False)
+                _write_json(state_file, record)
+            traceback.print_exc()
+            sys.exit(1)
+    import_seconds = time.monotonic() - started
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + address)
+    listener.listen(64)
+    if not _still_mine(state_file):
+        return  # dropped (or replaced) while it was importing
+    record.update(
+        pid=os.getpid(),
+        pid_start=_start_time(os.getpid()) or 0,
+        address=address,
+        executable=sys.executable,
+        preload=modules,
+        ready=True,
+        import_seconds=round(import_seconds, 3),
+        env={k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "LANG", "LC_"))},
+    )
+    _write_json(state_file, record)
+    print(f"[trainworks] warm interpreter ready: imported {modules} in {import_seconds:.3f}s", flush=True)
+    last_check = time.monotonic()
+    while True:
+        readable, _, _ = select.select([listener], [], [], 1.0)
+        _reap()
+        if time.monotonic() - last_check > _WATCH_SECONDS:
+            last_check = time.monotonic()
+            if not _still_mine(state_file):
+                return
+        if not readable:
+            continue
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            continue
+        try:
+            _serve_one(listener, conn)
+        except Exception:  # noqa: BLE001 - one bad request must not end the warm interpreter
+            traceback.print_exc()
+        finally:
+            conn.close()
+        _reap()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""Repository for persistent resources and their billing spans. State changes are compare-and-set."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+from trainworks.resources.persistent_resource import PersistentResourceState
+from trainworks.resources.wire import now_utc
+from trainworks.store.database import Database
+from trainworks.store.tables import OperationRow, PersistentResourceRow, PersistentResourceSpanRow
+
+Key = tuple[str, str, str]  # project number, location, resource ID
+
+
+def key_of(row: PersistentResourceRow) -> Key:
+    return (row.project_number, row.location, row.resource_id)
+
+
+def _where(key: Key) -> Any:
+    number, location, resource_id = key
+    return (
+        PersistentResourceRow.project_number == number,
+        PersistentResourceRow.location == location,
+        PersistentResourceRow.resource_id == resource_id,
+    )
+
+
+class DuplicateResource(Exception):
+    """A resource with this ID already exists in the project and location."""
+
+
+class PersistentResourceStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -------------------------------------------------------------- resources
+    def insert(self, row: PersistentResourceRow) -> PersistentResourceRow:
+        try:
+            with self.db.session() as session:
+                session.add(row)
+        except IntegrityError:
+            raise DuplicateResource(row.resource_id) from None
+        return row
+
+    def get(self, key: Key) -> PersistentResourceRow | None:
+        with self.db.session() as session:
+            return session.get(PersistentResourceRow, key)
+
+    def page(
+        self, project_number: str, location: str, after_id: str | None, limit: int
+    ) -> list[PersistentResourceRow]:
+        """In ID order; `after_id` is the last ID of the previous page."""
+        query = select(PersistentResourceRow).where(
+            PersistentResourceRow.project_number == project_number,
+            PersistentResourceRow.location == location,
+        )
+        if after_id is not None:
+            query = query.where(PersistentResourceRow.resource_id > after_id)
+        query = query.order_by(PersistentResourceRow.resource_id).limit(limit)
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+    def in_location(self, project_number: str, location: str) -> list[PersistentResourceRow]:
+        return self.page(project_number, location, None, 1_000_000)
+
+    def all(self) -> list[PersistentResourceRow]:
+        with self.db.session() as session:
+            return list(session.scalars(select(PersistentResourceRow).order_by(PersistentResourceRow.uid)))
+
+    def transition(self, key: Key, from_states: Iterable[PersistentResourceState], **values: Any) -> bool:
+        """Set values only if the resource is still in one of `from_states`; True when it was."""
+        values.setdefault("update_time", now_utc())
+        if "state" in values:
+            values["state"] = int(values["state"])
+        with self.db.session() as session:
+            result = session.execute(
+                update(PersistentResourceRow)
+                .where(*_where(key), PersistentResourceRow.state.in_([int(s) for s in from_states]))
+                .values(**values)
+            )
+            return bool(result.rowcount)
+
+    def set_fields(self, key: Key, **values: Any) -> None:
+        with self.db.session() as session:
+            session.execute(update(PersistentResourceRow).where(*_where(key)).values(**values))
+
+    def remove(self, key: Key, now: datetime | None = None) -> None:
+        """Delete the resource and close its open billing spans, in one transaction."""
+        now = now or now_utc()
+        with self.db.session() as session:
+            row = session.get(PersistentResourceRow, key)
+            if row is None:
+                return
+            session.execute(
+                update(PersistentResourceSpanRow)
+                .where(
+                    PersistentResourceSpanRow.resource_uid == row.uid,
+                    PersistentResourceSpanRow.end_time.is_(None),
+                )
+                .values(end_time=now)
+            )
+            session.execute(delete(PersistentResourceRow).where(*_where(key)))
+
+    # -------------------------------------------------------------- billing spans
+    def open_spans(self, row: PersistentResourceRow, pools: Sequence[dict[str, Any]], now: datetime) -> None:
+        """Close the resource's open spans and open one per pool for its current machines."""
+        with self.db.session() as session:
+            session.execute(
+                update(PersistentResourceSpanRow)
+                .where(
+                    PersistentResourceSpanRow.resource_uid == row.uid,
+                    PersistentResourceSpanRow.end_time.is_(None),
+                )
+                .values(end_time=now)
+            )
+            for pool in pools:
+                machines = int(pool.get("replicaCount", 0) or 0)
+                if machines <= 0:
+                    continue
+                session.add(
+                    PersistentResourceSpanRow(
+                        project_number=row.project_number,
+                        location=row.location,
+                        resource_id=row.resource_id,
+                        resource_uid=row.uid,
+                        display_name=row.display_name,
+                        pool_id=str(pool.get("id", "")),
+                        machine_spec=dict(pool.get("machineSpec") or {}),
+                        machines=machines,
+                        start_time=now,
+                    )
+                )
+
+    def spans(self, project_number: str, location: str) -> list[PersistentResourceSpanRow]:
+        query = (
+            select(PersistentResourceSpanRow)
+            .where(
+                PersistentResourceSpanRow.project_number == project_number,
+                PersistentResourceSpanRow.location == location,
+            )
+            .order_by(PersistentResourceSpanRow.id)
+        )
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+    # -------------------------------------------------------------- operations
+    def set_progress(self, op_id: int, message: str) -> None:
+        """`progressMessage` of a Create/Update/Reboot operation's metadata, while it runs."""
+        with self.db.session() as session:
+            row = session.get(OperationRow, op_id)
+            if row is None or row.done or row.metadata_.get("progressMessage") == message:
+                return
+            metadata = dict(row.metadata_)
+            metadata["progressMessage"] = message
+            session.execute(update(OperationRow).where(OperationRow.id == op_id).values(metadata_=metadata))
+
+    def finish_operation(
+        self,
+        key: Key,
+        op_id: int,
+        response: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        remove: bool = False,
+    ) -> None:
+        """Complete the resource's operation and, in the same transaction, clear it from the resource (only if
+        it is still the resource's operation) or remove the resource (a finished deletion)."""
+        now = now_utc()
+        with self.db.session() as session:
+            op = session.get(OperationRow, op_id)
+            if op is not None and not op.done:
+                metadata = dict(op.metadata_)
+                metadata["genericMetadata"] = {
+                    **metadata.get("genericMetadata", {}),
+                    "updateTime": now.isoformat(),
+                }
+                session.execute(
+                    update(OperationRow)
+                    .where(OperationRow.id == op_id)
+                    .values(done=True, response=response, error=error, update_time=now, metadata_=metadata)
+                )
+            if not remove:
+                session.execute(
+                    update(PersistentResourceRow)
+                    .where(*_where(key), PersistentResourceRow.operation_id == op_id)
+                    .values(operation_id=None)
+                )
+                return
+            row = session.get(PersistentResourceRow, key)
+            if row is None:
+                return
+            session.execute(
+                update(PersistentResourceSpanRow)
+                .where(
+                    PersistentResourceSpanRow.resource_uid == row.uid,
+                    PersistentResourceSpanRow.end_time.is_(None),
+                )
+                .values(end_time=now)
+            )
+            session.execute(delete(PersistentResourceRow).where(*_where(key)))
