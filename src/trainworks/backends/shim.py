@@ -96,7 +96,11 @@ def main():
             os._exit(127)
 
     _fsync(shim_record)
+    wait_and_record(child, run_dir)
 
+
+def wait_and_record(child, run_dir):
+    """Wait for the command and write its exit record: 128+signal when a signal ended it."""
     while True:
         try:
             _, status = os.waitpid(child, 0)

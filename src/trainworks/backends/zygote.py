@@ -240,19 +240,7 @@ def _supervise(request, ready_fd):
     os.close(out)
     os.close(err)
     _shim._fsync(shim_record)
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    if os.WIFSIGNALED(status):
-        signum = os.WTERMSIG(status)
-        record = [("exit_code", 128 + signum), ("signal", signum)]
-    else:
-        record = [("exit_code", os.WEXITSTATUS(status))]
-    record.append(("ended", time.time()))
-    _shim._write_record(os.path.join(run_dir, "exit.json"), record)
+    _shim.wait_and_record(child, run_dir)
     os._exit(0)
 
 

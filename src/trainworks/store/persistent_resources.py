@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from trainworks.resources.persistent_resource import PersistentResourceState
 from trainworks.resources.wire import now_utc
@@ -93,18 +94,7 @@ class PersistentResourceStore:
         """Delete the resource and close its open billing spans, in one transaction."""
         now = now or now_utc()
         with self.db.session() as session:
-            row = session.get(PersistentResourceRow, key)
-            if row is None:
-                return
-            session.execute(
-                update(PersistentResourceSpanRow)
-                .where(
-                    PersistentResourceSpanRow.resource_uid == row.uid,
-                    PersistentResourceSpanRow.end_time.is_(None),
-                )
-                .values(end_time=now)
-            )
-            session.execute(delete(PersistentResourceRow).where(*_where(key)))
+            _delete_resource(session, key, now)
 
     # -------------------------------------------------------------- billing spans
     def open_spans(self, row: PersistentResourceRow, pools: Sequence[dict[str, Any]], now: datetime) -> None:
@@ -190,15 +180,19 @@ class PersistentResourceStore:
                     .values(operation_id=None)
                 )
                 return
-            row = session.get(PersistentResourceRow, key)
-            if row is None:
-                return
-            session.execute(
-                update(PersistentResourceSpanRow)
-                .where(
-                    PersistentResourceSpanRow.resource_uid == row.uid,
-                    PersistentResourceSpanRow.end_time.is_(None),
-                )
-                .values(end_time=now)
-            )
-            session.execute(delete(PersistentResourceRow).where(*_where(key)))
+            _delete_resource(session, key, now)
+
+
+def _delete_resource(session: Session, key: Key, now: datetime) -> None:
+    """Delete a resource row and close its open billing spans (inside the caller's transaction)."""
+    row = session.get(PersistentResourceRow, key)
+    if row is None:
+        return
+    session.execute(
+        update(PersistentResourceSpanRow)
+        .where(
+            PersistentResourceSpanRow.resource_uid == row.uid, PersistentResourceSpanRow.end_time.is_(None)
+        )
+        .values(end_time=now)
+    )
+    session.execute(delete(PersistentResourceRow).where(*_where(key)))
