@@ -239,3 +239,104 @@ __all__ = [
     "print_log_entry",
     "print_status",
 ]
+
+
+# ====================================================================== persistent resources (human output)
+_RESOURCE_STATE_STYLE = {
+    "RUNNING": "green",
+    "ERROR": "red",
+    "STOPPING": "yellow",
+    "PROVISIONING": "cyan",
+    "UPDATING": "cyan",
+    "REBOOTING": "cyan",
+}
+
+
+def _styled_resource_state(state: str) -> str:
+    style = _RESOURCE_STATE_STYLE.get(state)
+    return f"[{style}]{state}[/{style}]" if style else state
+
+
+def resource_pool_text(pool: dict[str, Any]) -> str:
+    """A resource pool as `2 × n1-standard-4 (1 used)`, with `+ 1 × ACCELERATOR` when it has some."""
+    machine = pool.get("machineSpec") or {}
+    text = f"{pool.get('replicaCount', '?')} × {machine.get('machineType', '?')}"
+    if machine.get("acceleratorType"):
+        text += f" + {machine.get('acceleratorCount', 1)} × {machine['acceleratorType']}"
+    return text + f" ({pool.get('usedReplicaCount', '0')} used)"
+
+
+def _resource_pool_detail(pool: dict[str, Any]) -> str:
+    """One line of `describe`: the pool's ID, machines, disk and autoscaling."""
+    text = f"{pool.get('id', '?')}: {resource_pool_text(pool)}"
+    disk = pool.get("diskSpec") or {}
+    if disk:
+        text += f"; disk {disk.get('bootDiskType', 'pd-ssd')} {disk.get('bootDiskSizeGb', 100)} GB"
+    scaling = pool.get("autoscalingSpec") or {}
+    if scaling:
+        text += f"; autoscaling {scaling.get('minReplicaCount', '?')}..{scaling.get('maxReplicaCount', '?')}"
+    return text
+
+
+def print_persistent_resource_summary(resource: dict[str, Any]) -> None:
+    """One persistent resource as aligned `Label: value` lines, then its resource pools."""
+    from rich.markup import escape
+
+    console = _console()
+    rows: list[tuple[str, str]] = [
+        ("Name", escape(resource.get("name", ""))),
+        ("Display name", escape(resource.get("displayName", ""))),
+        ("State", _styled_resource_state(resource.get("state", "STATE_UNSPECIFIED"))),
+        ("Created", resource.get("createTime", "")),
+    ]
+    for label, key in (("Started", "startTime"), ("Updated", "updateTime")):
+        if resource.get(key):
+            rows.append((label, resource[key]))
+    error = resource.get("error")
+    if error:
+        rows.append(
+            ("Error", f"[red]code {error.get('code', 0)}: {escape(str(error.get('message', '')))}[/red]")
+        )
+    if resource.get("labels"):
+        rows.append(("Labels", escape(", ".join(f"{k}={v}" for k, v in sorted(resource["labels"].items())))))
+    if resource.get("network"):
+        rows.append(("Network", escape(resource["network"])))
+    width = max(len(label) for label, _ in rows) + 2
+    for label, value in rows:
+        console.print(f"[bold]{label + ':':<{width}}[/bold]{value}", soft_wrap=True)
+    pools = resource.get("resourcePools") or []
+    if pools:
+        console.print("[bold]Resource pools:[/bold]")
+        for pool in pools:
+            console.print("  " + escape(_resource_pool_detail(pool)), soft_wrap=True)
+
+
+def print_persistent_resource_table(resources: list[dict[str, Any]]) -> None:
+    """Persistent resources as a table (ID, display name, state, pools), like `gcloud ... list`."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = _console()
+    if not resources:
+        console.print("Listed 0 items.")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("PERSISTENT_RESOURCE_ID", no_wrap=True)
+    table.add_column("DISPLAY_NAME", overflow="fold")
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("RESOURCE_POOLS", overflow="fold")
+    for resource in resources:
+        table.add_row(
+            _job_id(resource.get("name", "")),
+            escape(resource.get("displayName", "")),
+            _styled_resource_state(resource.get("state", "")),
+            escape(", ".join(resource_pool_text(p) for p in resource.get("resourcePools") or [])),
+        )
+    console.print(table)
+
+
+__all__ += [
+    "print_persistent_resource_summary",
+    "print_persistent_resource_table",
+    "resource_pool_text",
+]

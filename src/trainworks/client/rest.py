@@ -1,4 +1,5 @@
-"""A small typed REST client for the Trainworks (Vertex AI v1 compatible) customJobs API."""
+"""A small typed REST client for the Trainworks (Vertex AI v1 compatible) customJobs and persistentResources
+APIs."""
 
 from __future__ import annotations
 
@@ -107,9 +108,9 @@ def _duration(seconds: float) -> str:
 
 
 class TrainworksClient:
-    """Typed access to /v1 customJobs and operations, plus the NDJSON logs extension.
+    """Typed access to /v1 customJobs, persistentResources and operations, plus the NDJSON logs extension.
 
-    `parent` is `projects/P/locations/L`; job and operation names are full resource names.
+    `parent` is `projects/P/locations/L`; job, resource and operation names are full resource names.
     """
 
     def __init__(
@@ -224,6 +225,58 @@ class TrainworksClient:
         result: dict[str, Any] = self._request(
             "GET", f"/trainworks/v1/{self._path(parent)}/costs", params={"by": by, "filter": filter}
         )
+        return result
+
+    # ------------------------------------------------------------------ persistentResources
+    def create_persistent_resource(
+        self, parent: str, resource_id: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Starts creating `parent`/persistentResources/`resource_id`; returns the long-running Operation."""
+        result: dict[str, Any] = self._request(
+            "POST",
+            f"/v1/{self._path(parent)}/persistentResources",
+            json_body=body,
+            params={"persistentResourceId": resource_id},
+        )
+        return result
+
+    def get_persistent_resource(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")
+        return result
+
+    def list_persistent_resources(self, parent: str, page_size: int = 0) -> Iterator[dict[str, Any]]:
+        """Every persistent resource of `parent` in ID order, fetching pages lazily (no filter, as in v1)."""
+        token = ""
+        while True:
+            params: dict[str, Any] = {"pageToken": token}
+            if page_size:
+                params["pageSize"] = page_size
+            page = self._request("GET", f"/v1/{self._path(parent)}/persistentResources", params=params)
+            yield from page.get("persistentResources") or []
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return
+
+    def update_persistent_resource(
+        self, name: str, body: dict[str, Any], update_mask: list[str]
+    ) -> dict[str, Any]:
+        """PATCH the fields named by `update_mask` (snake_case paths); returns the long-running Operation."""
+        result: dict[str, Any] = self._request(
+            "PATCH",
+            f"/v1/{self._path(name)}",
+            json_body=body,
+            params={"updateMask": ",".join(update_mask)},
+        )
+        return result
+
+    def reboot_persistent_resource(self, name: str) -> dict[str, Any]:
+        """Starts a reboot (from RUNNING or ERROR); returns the long-running Operation."""
+        result: dict[str, Any] = self._request("POST", f"/v1/{self._path(name)}:reboot", json_body={})
+        return result
+
+    def delete_persistent_resource(self, name: str) -> dict[str, Any]:
+        """Starts the deletion (from any state); returns the long-running Operation."""
+        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
         return result
 
     # ------------------------------------------------------------------ operations

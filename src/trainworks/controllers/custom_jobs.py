@@ -23,7 +23,6 @@ import math
 import random
 import shutil
 import signal
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
@@ -37,6 +36,7 @@ from trainworks.backends.python_packages import PackageEnvironments, PackageInst
 from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES
 from trainworks.controllers.launcher import ReplicaLauncher, task_name
+from trainworks.controllers.loop import ReconcileLoop
 from trainworks.controllers.ports import free_port
 from trainworks.controllers.service_log import log_service
 from trainworks.resources.custom_job import DEFAULT_TIMEOUT
@@ -116,7 +116,9 @@ def _restarts_of(job: CustomJobRow, *kinds: str) -> int:
     return sum(1 for entry in job.history or [] if entry.get("kind") in kinds)
 
 
-class CustomJobController:
+class CustomJobController(ReconcileLoop):
+    name = "custom-job-controller"
+
     def __init__(
         self,
         settings: Settings,
@@ -132,9 +134,6 @@ class CustomJobController:
         self.operations = operations
         self.backend = backend
         self.launcher = ReplicaLauncher(settings, backend, packages)
-        self.wake_event = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
         # Admission of jobs with persistentResourceId (controllers/persistent_resources.py), when wired.
         self.persistent: Any = None
@@ -143,32 +142,12 @@ class CustomJobController:
         # When each SPOT job last rolled for random preemption (a restarted server starts the clock again).
         self._rolled: dict[int, float] = {}
         self._random = random.Random()
+        super().__init__(settings.resync_seconds)
 
     # -------------------------------------------------------------- loop
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="custom-job-controller", daemon=True)
-        self._thread.start()
-
     def stop(self) -> None:
-        self._stop.set()
-        self.wake_event.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        super().stop()
         self._prepare_pool.shutdown(wait=False, cancel_futures=True)
-
-    def wake(self) -> None:
-        self.wake_event.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.wake_event.clear()
-            try:
-                busy = self.reconcile_once()
-            except Exception:  # keep reconciling: one bad pass must not stop every job
-                log.exception("reconcile pass failed")
-                busy = False
-            # While replicas run, look often enough to notice exits promptly.
-            self.wake_event.wait(0.05 if busy else self.settings.resync_seconds)
 
     def reconcile_once(self) -> bool:
         """One pass over every job that is not finished; True while some job has live work."""

@@ -21,12 +21,12 @@ age, and otherwise records why they wait. Their replicas start from the resource
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from trainworks.backends.warm import WarmPool, WarmTarget
 from trainworks.config import Settings
+from trainworks.controllers.loop import ReconcileLoop
 from trainworks.controllers.service_log import log_service
 from trainworks.resources.enums import JobState
 from trainworks.resources.persistent_resource import PersistentResourceState
@@ -158,7 +158,9 @@ class PersistentResourceJobs:
         return warm_target(row)
 
 
-class PersistentResourceController:
+class PersistentResourceController(ReconcileLoop):
+    name = "persistent-resource-controller"
+
     def __init__(
         self,
         settings: Settings,
@@ -174,34 +176,8 @@ class PersistentResourceController:
         self.operations = operations
         self.warm = warm
         self.wake_jobs = wake_jobs
-        self.wake_event = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._last_sweep = 0.0
-
-    # -------------------------------------------------------------- loop
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="persistent-resource-controller", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.wake_event.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    def wake(self) -> None:
-        self.wake_event.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.wake_event.clear()
-            try:
-                busy = self.reconcile_once()
-            except Exception:
-                log.exception("persistent resource pass failed")
-                busy = False
-            self.wake_event.wait(0.05 if busy else self.settings.resync_seconds)
+        super().__init__(settings.resync_seconds)
 
     def reconcile_once(self) -> bool:
         """One pass over every resource; True while one is changing state."""

@@ -33,11 +33,11 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 
-from trainworks.api.filtering import FilterColumns, FilterError, compile_filter
 from trainworks.catalog import machines as catalog
 from trainworks.contract.environment import POOL_NAMES
 from trainworks.resources.enums import JobState
 from trainworks.resources.wire import format_timestamp, now_utc
+from trainworks.services.custom_jobs import job_filter
 from trainworks.services.errors import FieldViolation, invalid_argument
 from trainworks.services.naming import custom_job_name, parent_name
 from trainworks.services.projects import Projects
@@ -464,7 +464,6 @@ class UsageSource(Protocol):
     def usages(self, project_number: str, location: str, filter_text: str) -> Sequence[Usage]: ...
 
 
-_STATE_NAMES = {s.name: int(s) for s in JobState}
 _PAGE = 1000
 _IN_CHUNK = 500
 
@@ -501,19 +500,7 @@ class CostService:
         return report_wire(by, rows, total, now)
 
     def _job_usages(self, number: str, location: str, filter_text: str) -> list[Usage]:
-        try:
-            where = compile_filter(
-                filter_text,
-                FilterColumns(
-                    display_name=CustomJobRow.display_name,
-                    state=CustomJobRow.state,
-                    create_time=CustomJobRow.create_time,
-                    labels=CustomJobRow.labels,
-                ),
-                _STATE_NAMES,
-            )
-        except FilterError as exc:
-            raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+        where = job_filter(filter_text)
         usages: list[Usage] = []
         after: tuple[datetime, int] | None = None
         while True:

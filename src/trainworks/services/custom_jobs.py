@@ -9,6 +9,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import ColumnElement
+
 from trainworks.api.filtering import FilterColumns, FilterError, compile_filter
 from trainworks.resources.custom_job import CustomJob, CustomJobSpec, input_dict
 from trainworks.resources.enums import JobState
@@ -37,6 +39,23 @@ S = JobState
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 _STATE_NAMES = {s.name: int(s) for s in JobState}
+
+
+def job_filter(filter_text: str) -> ColumnElement[bool] | None:
+    """A customJobs list filter (AIP-160) as SQL over the jobs table; a bad one is INVALID_ARGUMENT."""
+    try:
+        return compile_filter(
+            filter_text,
+            FilterColumns(
+                display_name=CustomJobRow.display_name,
+                state=CustomJobRow.state,
+                create_time=CustomJobRow.create_time,
+                labels=CustomJobRow.labels,
+            ),
+            _STATE_NAMES,
+        )
+    except FilterError as exc:
+        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
 
 
 def job_wire(row: CustomJobRow) -> dict[str, Any]:
@@ -162,19 +181,7 @@ class CustomJobService:
         if page_size < 0:
             raise invalid_argument([FieldViolation("page_size", "must not be negative")])
         size = DEFAULT_PAGE_SIZE if page_size == 0 else min(page_size, MAX_PAGE_SIZE)
-        try:
-            where = compile_filter(
-                filter_text,
-                FilterColumns(
-                    display_name=CustomJobRow.display_name,
-                    state=CustomJobRow.state,
-                    create_time=CustomJobRow.create_time,
-                    labels=CustomJobRow.labels,
-                ),
-                _STATE_NAMES,
-            )
-        except FilterError as exc:
-            raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+        where = job_filter(filter_text)
         fingerprint = hashlib.sha256(filter_text.strip().encode()).hexdigest()[:16]
         after = _untoken(page_token, fingerprint) if page_token else None
         number = self.projects.number(project, location)

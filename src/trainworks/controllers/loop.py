@@ -1,0 +1,49 @@
+"""The loop every controller runs: a pass over the database, then wait for a wake-up or the resync period."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+BUSY_INTERVAL = 0.05  # while something is changing, look again soon enough to notice it promptly
+
+
+class ReconcileLoop:
+    """Runs `reconcile_once` on a thread of its own; `wake` asks for a pass now."""
+
+    name = "controller"
+
+    def __init__(self, resync_seconds: float) -> None:
+        self.resync_seconds = resync_seconds
+        self.wake_event = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def reconcile_once(self) -> bool:
+        """One pass; True while something is in motion."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def wake(self) -> None:
+        self.wake_event.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.wake_event.clear()
+            try:
+                busy = self.reconcile_once()
+            except Exception:  # keep reconciling: one bad pass must not stop the loop
+                log.exception("%s: reconcile pass failed", self.name)
+                busy = False
+            self.wake_event.wait(BUSY_INTERVAL if busy else self.resync_seconds)
