@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from trainworks import __version__
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import install_error_handlers
-from trainworks.api.routers import costs, custom_jobs, operations, persistent_resources
+from trainworks.api.routers import costs, custom_jobs, operations, persistent_resources, tuning_jobs
 from trainworks.config import Settings
 from trainworks.services.container import Services, build_services
 
@@ -35,6 +35,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     for prefix in ("/v1", "/v1beta1"):
         app.include_router(custom_jobs.router(prefix))
         app.include_router(persistent_resources.router(prefix))
+        app.include_router(tuning_jobs.router(prefix))
     for prefix in ("/v1", "/v1beta1", "/ui"):
         app.include_router(operations.router(prefix))
     app.include_router(custom_jobs.extensions_router())

@@ -333,5 +333,43 @@ class TrainworksClient:
         except httpx.TransportError as exc:
             raise TrainworksConnectionError(self.endpoint, exc) from exc
 
+    # ------------------------------------------------------------------ hyperparameterTuningJobs
+    def create_hyperparameter_tuning_job(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Creates a tuning job (synchronous, like customJobs); returns the HyperparameterTuningJob."""
+        result: dict[str, Any] = self._request(
+            "POST", f"/v1/{self._path(parent)}/hyperparameterTuningJobs", json_body=body
+        )
+        return result
+
+    def get_hyperparameter_tuning_job(self, name: str) -> dict[str, Any]:
+        """The tuning job with its `trials` (only Get returns them)."""
+        result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")
+        return result
+
+    def list_hyperparameter_tuning_jobs(
+        self, parent: str, filter: str = "", page_size: int = 0, read_mask: str = ""
+    ) -> Iterator[dict[str, Any]]:
+        """Every tuning job matching `filter`, newest first, fetching pages lazily; List omits `trials`."""
+        token = ""
+        while True:
+            params: dict[str, Any] = {"filter": filter, "pageToken": token, "readMask": read_mask}
+            if page_size:
+                params["pageSize"] = page_size
+            page = self._request("GET", f"/v1/{self._path(parent)}/hyperparameterTuningJobs", params=params)
+            yield from page.get("hyperparameterTuningJobs") or []
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return
+
+    def cancel_hyperparameter_tuning_job(self, name: str) -> dict[str, Any]:
+        """Asks the job to stop (asynchronous); it ends JOB_STATE_CANCELLED with its trials cancelled."""
+        result: dict[str, Any] = self._request("POST", f"/v1/{self._path(name)}:cancel", json_body={})
+        return result
+
+    def delete_hyperparameter_tuning_job(self, name: str) -> dict[str, Any]:
+        """Starts the deletion of a finished job; returns the long-running Operation."""
+        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
+        return result
+
 
 __all__ = ["TERMINAL_STATES", "ApiError", "TrainworksClient", "TrainworksConnectionError"]

@@ -20,6 +20,7 @@ from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES, JobContext, ReplicaSlot, replica_environment
 from trainworks.controllers.service_log import log_service
 from trainworks.store.tables import CustomJobRow, ReplicaRow
+from trainworks.tuning.trial_jobs import METRIC_FILE, trial_of
 
 
 def task_name(replica: ReplicaRow) -> str:
@@ -123,6 +124,7 @@ class ReplicaLauncher:
             project_number=job.project_number,
             job_spec=job.spec["jobSpec"],
             slots=slots,
+            trial_id=trial_of(job.labels or {}),  # set on the CustomJob backing a tuning trial
             region=job.location,
         )
 
@@ -137,8 +139,10 @@ class ReplicaLauncher:
         pool: dict[str, Any] = job.spec["jobSpec"]["workerPoolSpecs"][replica.pool]
         slot = ReplicaSlot(replica.pool, replica.replica_index, replica.host, replica.port)
         job_dir = Path(replica.run_dir).parent
-        gpu_env = self.gpu_environment(job_dir, replica, pool, busy_gpus or set())
-        context = replace(context, extra_env={**context.extra_env, **gpu_env})
+        extra = self.gpu_environment(job_dir, replica, pool, busy_gpus or set())
+        if context.trial_id:  # where cloudml-hypertune writes this replica's reports
+            extra["CLOUD_ML_HP_METRIC_FILE"] = str(Path(replica.run_dir) / METRIC_FILE)
+        context = replace(context, extra_env={**context.extra_env, **extra})
         env = replica_environment(context, slot, pool_env(pool))
         # /gcs shows the local bucket root; objects in real Cloud Storage would need a FUSE mount instead.
         gcs_root = self.settings.buckets if self.settings.gcs_protocol == "file" else None

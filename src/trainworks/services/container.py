@@ -12,6 +12,7 @@ from trainworks.config import Settings
 from trainworks.controllers.custom_jobs import CustomJobController
 from trainworks.controllers.launcher import host_env
 from trainworks.controllers.persistent_resources import PersistentResourceController, PersistentResourceJobs
+from trainworks.controllers.tuning_jobs import TuningJobController
 from trainworks.scheduling.inventory import load_inventory
 from trainworks.services.costs import CostService
 from trainworks.services.custom_jobs import CustomJobService
@@ -20,11 +21,13 @@ from trainworks.services.logs import LogService
 from trainworks.services.operations import OperationService
 from trainworks.services.persistent_resources import PersistentResourceService
 from trainworks.services.projects import Projects
+from trainworks.services.tuning_jobs import TuningJobService
 from trainworks.storage.gcs import ObjectStore
 from trainworks.store.database import Database
 from trainworks.store.jobs import JobStore
 from trainworks.store.operations import OperationStore
 from trainworks.store.persistent_resources import PersistentResourceStore
+from trainworks.store.tuning import TuningStore
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +44,19 @@ class Services:
     costs: CostService
     persistent_resources: PersistentResourceService | None = None
     persistent_controller: PersistentResourceController | None = None
+    tuning_jobs: TuningJobService | None = None
+    tuning_controller: TuningJobController | None = None
 
     def start(self) -> None:
         self.controller.start()
-        if self.persistent_controller is not None:
-            self.persistent_controller.start()
+        for extra in (self.persistent_controller, self.tuning_controller):
+            if extra is not None:
+                extra.start()
 
     def stop(self) -> None:
-        if self.persistent_controller is not None:
-            self.persistent_controller.stop()
+        for extra in (self.tuning_controller, self.persistent_controller):
+            if extra is not None:
+                extra.stop()
         self.controller.stop()
         self.db.dispose()
 
@@ -94,6 +101,17 @@ def build_services(settings: Settings) -> Services:
     costs = CostService(job_store, projects)
     costs.add_resource_source(persistent_resources)
     logs = LogService(settings, job_store, projects)
+    # Tuning: trials are CustomJobs; the studies live in Optuna's tables of the same database.
+    tuning_store = TuningStore(db)
+    tuning_controller = TuningJobController(settings, tuning_store, custom_jobs, job_store, op_store, db.url)
+    tuning_jobs = TuningJobService(
+        tuning_store,
+        projects,
+        operations,
+        wake=tuning_controller.wake,
+        inventory=inventory,
+        custom_jobs=custom_jobs,
+    )
     return Services(
         settings,
         db,
@@ -105,4 +123,6 @@ def build_services(settings: Settings) -> Services:
         costs=costs,
         persistent_resources=persistent_resources,
         persistent_controller=pr_controller,
+        tuning_jobs=tuning_jobs,
+        tuning_controller=tuning_controller,
     )

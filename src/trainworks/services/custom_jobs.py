@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement
 
-from trainworks.api.filtering import FilterColumns, FilterError, compile_filter
 from trainworks.resources.custom_job import CustomJob, CustomJobSpec, input_dict
 from trainworks.resources.enums import JobState
 from trainworks.resources.status import Code
-from trainworks.resources.wire import format_timestamp, now_utc, parse_timestamp
+from trainworks.resources.wire import format_timestamp, now_utc
 from trainworks.scheduling.admission import never_fits
 from trainworks.scheduling.inventory import Inventory, default_inventory
 from trainworks.scheduling.job_requests import job_request
+from trainworks.services import listing
 from trainworks.services.custom_job_validation import validate_custom_job
 from trainworks.services.errors import (
     ApiError,
@@ -31,31 +27,16 @@ from trainworks.services.ids import new_numeric_id
 from trainworks.services.naming import custom_job_name, numeric_id
 from trainworks.services.operations import OperationService, operation_wire
 from trainworks.services.projects import Projects
-from trainworks.services.wire_errors import parse_body, snake
+from trainworks.services.wire_errors import parse_body
 from trainworks.store.jobs import JobStore
 from trainworks.store.tables import CustomJobRow
 
 S = JobState
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
-_STATE_NAMES = {s.name: int(s) for s in JobState}
 
 
 def job_filter(filter_text: str) -> ColumnElement[bool] | None:
-    """A customJobs list filter (AIP-160) as SQL over the jobs table; a bad one is INVALID_ARGUMENT."""
-    try:
-        return compile_filter(
-            filter_text,
-            FilterColumns(
-                display_name=CustomJobRow.display_name,
-                state=CustomJobRow.state,
-                create_time=CustomJobRow.create_time,
-                labels=CustomJobRow.labels,
-            ),
-            _STATE_NAMES,
-        )
-    except FilterError as exc:
-        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+    """A customJobs list filter as SQL over the jobs table."""
+    return listing.job_filter(CustomJobRow, filter_text)
 
 
 def job_wire(row: CustomJobRow) -> dict[str, Any]:
@@ -72,34 +53,6 @@ def job_wire(row: CustomJobRow) -> dict[str, Any]:
     if row.error:
         out["error"] = row.error
     return out
-
-
-def apply_read_mask(resource: dict[str, Any], read_mask: str) -> dict[str, Any]:
-    if not read_mask:
-        return resource
-    wanted = {snake(p.strip().split(".")[0]) for p in read_mask.split(",") if p.strip()}
-    return {k: v for k, v in resource.items() if snake(k) in wanted}
-
-
-def _token(created: datetime, job_id: int, fingerprint: str) -> str:
-    # SQLite hands back naive datetimes (UTC): format_timestamp always writes an explicit zone.
-    raw = json.dumps({"t": format_timestamp(created), "i": job_id, "f": fingerprint})
-    return base64.urlsafe_b64encode(raw.encode()).decode()
-
-
-def _untoken(token: str, fingerprint: str) -> tuple[datetime, int]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        created, job_id, fp = parse_timestamp(data["t"]), int(data["i"]), data["f"]
-        if not 0 <= job_id < 2**63:
-            raise ValueError("id out of range")
-    except (ValueError, KeyError, TypeError, OverflowError):
-        raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
-    if fp != fingerprint:
-        raise invalid_argument(
-            [FieldViolation("page_token", "the page token was issued for a different filter")]
-        )
-    return created, job_id
 
 
 class CustomJobService:
@@ -121,7 +74,7 @@ class CustomJobService:
 
     def create(self, project: str, location: str, body: Any) -> dict[str, Any]:
         job = parse_body(CustomJob, body)
-        violations = validate_custom_job(job, self._persistent_resource_check(project, location))
+        violations = validate_custom_job(job, self.persistent_resource_check(project, location))
         if violations:
             raise invalid_argument(violations)
         number = self.projects.number(project, location)
@@ -152,7 +105,7 @@ class CustomJobService:
         self.wake()
         return job_wire(row)
 
-    def _persistent_resource_check(
+    def persistent_resource_check(
         self, project: str, location: str
     ) -> Callable[[CustomJobSpec, str], list[FieldViolation]] | None:
         service = self.persistent_resources
@@ -178,20 +131,18 @@ class CustomJobService:
     def list(
         self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
     ) -> dict[str, Any]:
-        if page_size < 0:
-            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
-        size = DEFAULT_PAGE_SIZE if page_size == 0 else min(page_size, MAX_PAGE_SIZE)
+        size = listing.page_size(page_size)
         where = job_filter(filter_text)
-        fingerprint = hashlib.sha256(filter_text.strip().encode()).hexdigest()[:16]
-        after = _untoken(page_token, fingerprint) if page_token else None
+        fingerprint = listing.fingerprint(filter_text)
+        after = listing.read_page_token(page_token, fingerprint) if page_token else None
         number = self.projects.number(project, location)
         rows = self.jobs.page(number, location, where, after, size + 1)
         out: dict[str, Any] = {}
         if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
-            out["customJobs"] = [apply_read_mask(job_wire(r), read_mask) for r in rows[:size]]
+            out["customJobs"] = [listing.apply_read_mask(job_wire(r), read_mask) for r in rows[:size]]
         if len(rows) > size:
             last = rows[size - 1]
-            out["nextPageToken"] = _token(last.create_time, last.id, fingerprint)
+            out["nextPageToken"] = listing.page_token(last.create_time, last.id, fingerprint)
         return out
 
     def cancel(self, project: str, location: str, job_id: str) -> None:

@@ -133,6 +133,13 @@ class JobStore:
         with self.db.session() as session:
             session.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
 
+    def by_label(self, key: str, value: str) -> list[CustomJobRow]:
+        """Jobs carrying the label key=value (the CustomJobs backing one tuning job's trials)."""
+        with self.db.session() as session:
+            return list(
+                session.scalars(select(CustomJobRow).where(CustomJobRow.labels[key].as_string() == value))
+            )
+
     def live_replica_dirs(self) -> list[str]:
         with self.db.session() as session:
             return list(session.scalars(select(ReplicaRow.run_dir).where(ReplicaRow.phase == "running")))

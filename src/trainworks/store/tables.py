@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from trainworks.store.types import UTCDateTime
@@ -157,3 +157,58 @@ class PersistentResourceSpanRow(Base):
     end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     __table_args__ = (Index("ix_persistent_resource_spans_parent", "project_number", "location"),)
+
+
+class TuningJobRow(Base):
+    """A HyperparameterTuningJob; its study lives in Optuna's tables of the same database."""
+
+    __tablename__ = "tuning_jobs"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
+    location: Mapped[str] = mapped_column(String(64), nullable=False)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
+    state: Mapped[int] = mapped_column(Integer, nullable=False)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    delete_operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+    __table_args__ = (
+        Index("ix_tuning_jobs_parent_created", "project_number", "location", "create_time", "id"),
+        Index("ix_tuning_jobs_state", "state"),
+    )
+
+
+class TuningTrialRow(Base):
+    """One trial: the study's trial number, its parameters, the CustomJob that runs it, its measurements."""
+
+    __tablename__ = "tuning_trials"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tuning_job_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("tuning_jobs.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    trial_id: Mapped[int] = mapped_column(Integer, nullable=False)  # 1, 2, ... as Vertex numbers them
+    study_number: Mapped[int] = mapped_column(Integer, nullable=False)
+    state: Mapped[int] = mapped_column(Integer, nullable=False)
+    parameters: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
+    args: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    custom_job_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    measurements: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False, default=list)
+    final_measurement: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    infeasible_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    stopped_early: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    # A restarted server can neither duplicate a trial nor record one study trial twice.
+    __table_args__ = (
+        UniqueConstraint("tuning_job_id", "trial_id", name="uq_tuning_trials_trial"),
+        UniqueConstraint("tuning_job_id", "study_number", name="uq_tuning_trials_study_number"),
+    )
