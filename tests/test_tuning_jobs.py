@@ -29,6 +29,8 @@ spec = json.loads(os.environ["CLUSTER_SPEC"])
 print(json.dumps({"trial": os.environ.get("CLOUD_ML_TRIAL_ID"), "spec_trial": spec["task"]["trial"],
                   "model_dir": os.environ.get("AIP_MODEL_DIR"), "x": args.x}), flush=True)
 reporter = hypertune.HyperTune()
+if args.kind == "bad":  # a slow, hopeless trial: early stopping should end it long before its last step
+    args.steps, args.pause = 600, 0.05
 for step in range(1, args.steps + 1):
     score = -(args.x - 1.0) ** 2 + step * 0.01
     if args.kind == "bad":
@@ -264,3 +266,25 @@ def test_zero_bounds_survive_storage(server: ServerProcess, trial_script: Path) 
         done = wait_tuning(client, create(client, server, body)["name"])
     assert done["state"] == "JOB_STATE_SUCCEEDED", done
     assert all(0.0 <= t["parameters"][0]["value"] <= 2.0 for t in done["trials"])
+
+
+def test_median_rule_stops_a_hopeless_trial(server: ServerProcess, trial_script: Path) -> None:
+    parameters = [
+        {"parameterId": "x", "discreteValueSpec": {"values": [1.0]}},
+        {"parameterId": "kind", "categoricalValueSpec": {"values": ["good-a", "good-b", "good-c", "bad"]}},
+    ]
+    body = tuning_body(
+        trial_script,
+        trials=4,
+        parallel=1,
+        parameters=parameters,
+        algorithm="GRID_SEARCH",
+        medianAutomatedStoppingSpec={},
+    )
+    with server.client() as client:
+        done = wait_tuning(client, create(client, server, body)["name"], timeout=120)
+        assert done["state"] == "JOB_STATE_SUCCEEDED", done
+        bad = [t for t in done["trials"] if t["parameters"][1]["value"] == "bad"]
+        assert len(bad) == 1 and bad[0]["state"] == "SUCCEEDED"
+        assert int(bad[0]["finalMeasurement"]["stepCount"]) < 600  # stopped, not run to its end
+        assert client.get(f"/v1/{bad[0]['customJob']}").json()["state"] == "JOB_STATE_CANCELLED"
