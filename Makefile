@@ -44,6 +44,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/api_throughput.py
 	$(BIN)/python benchmarks/persistent_warm_start.py
 	$(BIN)/python benchmarks/scheduling_pass.py
+	$(BIN)/python benchmarks/tuning_regret.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

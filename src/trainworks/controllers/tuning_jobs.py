@@ -154,8 +154,13 @@ class TuningJobController(ReconcileLoop):
                     {"step": m.step, "value": m.value, "timestamp": m.timestamp} for m in measurements
                 ]
                 study = self.study(job)
-                for m in measurements[len(known) :]:
-                    study.report(trial.study_number, m.step, m.value)
+                started = (trial.start_time or now_utc()).timestamp()
+                for position, m in enumerate(measurements[len(known) :], start=len(known) + 1):
+                    if study.uses_elapsed_duration:  # the stopping rule compares elapsed milliseconds
+                        step = max(0, int((m.timestamp - started) * 1000))
+                    else:  # hypertune writes step 0 when the code gives none: use the report's position
+                        step = m.step if m.step > 0 else position
+                    study.report(trial.study_number, step, m.value)
                 if stopping and trial.state == ACTIVE and study.should_stop(trial.study_number):
                     self._stop_early(job, trial, child)
             if S(child.state).terminal:
