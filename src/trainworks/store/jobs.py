@@ -2,105 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy import delete, select, update
 
-from trainworks.resources.enums import JobState
-from trainworks.resources.wire import now_utc
-from trainworks.store.database import Database
+from trainworks.store.job_rows import ACTIVE_STATES, JobRows
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 
-ACTIVE_STATES = (
-    JobState.JOB_STATE_QUEUED,
-    JobState.JOB_STATE_PENDING,
-    JobState.JOB_STATE_RUNNING,
-    JobState.JOB_STATE_CANCELLING,
-)
+__all__ = ["ACTIVE_STATES", "JobStore"]
 
 
-class JobStore:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+class JobStore(JobRows[CustomJobRow]):
+    """Custom jobs and their replicas."""
 
-    # -------------------------------------------------------------- jobs
-    def insert(self, row: CustomJobRow) -> CustomJobRow:
-        with self.db.session() as session:
-            session.add(row)
-        return row
-
-    def get(
-        self, job_id: int, project_number: str | None = None, location: str | None = None
-    ) -> CustomJobRow | None:
-        with self.db.session() as session:
-            row = session.get(CustomJobRow, job_id)
-        if row is None:
-            return None
-        if project_number is not None and row.project_number != project_number:
-            return None
-        if location is not None and row.location != location:
-            return None
-        return row
-
-    def page(
-        self,
-        project_number: str,
-        location: str,
-        where: ColumnElement[bool] | None,
-        after: tuple[datetime, int] | None,
-        limit: int,
-    ) -> list[CustomJobRow]:
-        """Newest first; `after` is the (create_time, id) of the last row of the previous page."""
-        query = select(CustomJobRow).where(
-            CustomJobRow.project_number == project_number, CustomJobRow.location == location
-        )
-        if where is not None:
-            query = query.where(where)
-        if after is not None:
-            created, job_id = after
-            query = query.where(
-                or_(
-                    CustomJobRow.create_time < created,
-                    and_(CustomJobRow.create_time == created, CustomJobRow.id < job_id),
-                )
-            )
-        query = query.order_by(CustomJobRow.create_time.desc(), CustomJobRow.id.desc()).limit(limit)
-        with self.db.session() as session:
-            return list(session.scalars(query))
-
-    def active(self) -> list[CustomJobRow]:
-        with self.db.session() as session:
-            return list(
-                session.scalars(
-                    select(CustomJobRow)
-                    .where(
-                        or_(
-                            CustomJobRow.state.in_([int(s) for s in ACTIVE_STATES]),
-                            CustomJobRow.delete_operation_id.is_not(None),
-                        )
-                    )
-                    .order_by(CustomJobRow.create_time)
-                )
-            )
-
-    def transition(self, job_id: int, from_states: Iterable[JobState], **values: Any) -> bool:
-        """Set values only if the job is still in one of `from_states`; True when it was."""
-        values.setdefault("update_time", now_utc())
-        if "state" in values:
-            values["state"] = int(values["state"])
-        with self.db.session() as session:
-            result = session.execute(
-                update(CustomJobRow)
-                .where(CustomJobRow.id == job_id, CustomJobRow.state.in_([int(s) for s in from_states]))
-                .values(**values)
-            )
-            return bool(result.rowcount)
-
-    def set_fields(self, job_id: int, **values: Any) -> None:
-        with self.db.session() as session:
-            session.execute(update(CustomJobRow).where(CustomJobRow.id == job_id).values(**values))
+    row = CustomJobRow
 
     def remove(self, job_id: int) -> None:
         with self.db.session() as session:
