@@ -19,13 +19,13 @@ from trainworks.services.custom_job_validation import validate_custom_job
 from trainworks.services.errors import (
     ApiError,
     FieldViolation,
-    failed_precondition,
     invalid_argument,
     not_found,
 )
 from trainworks.services.ids import new_numeric_id
+from trainworks.services.job_lifecycle import request_cancel, request_delete
 from trainworks.services.naming import custom_job_name, numeric_id
-from trainworks.services.operations import OperationService, operation_wire
+from trainworks.services.operations import OperationService
 from trainworks.services.projects import Projects
 from trainworks.services.wire_errors import parse_body
 from trainworks.store.jobs import JobStore
@@ -146,43 +146,11 @@ class CustomJobService:
         return out
 
     def cancel(self, project: str, location: str, job_id: str) -> None:
-        row = self.find(project, location, job_id)
-        state = S(row.state)
-        if state.terminal:
-            raise failed_precondition(
-                f"The CustomJob {job_id} is already finished ({state.name}) and cannot be cancelled."
-            )
-        if state == S.JOB_STATE_CANCELLING:
-            return
-        # An end already decided (say the primary just succeeded) stands; a pending restart is dropped.
-        outcome = row.outcome
-        if outcome is None or "restart" in outcome:
-            outcome = {"state": int(S.JOB_STATE_CANCELLED), "error": {"code": 1, "message": "CANCELED"}}
-        active = [S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING]
-        if not self.jobs.transition(row.id, active, state=S.JOB_STATE_CANCELLING, outcome=outcome):
-            # It moved on meanwhile: answer from its new state.
-            return self.cancel(project, location, job_id)
-        self.wake()
+        if request_cancel(self.jobs, lambda: self.find(project, location, job_id), "CustomJob", job_id):
+            self.wake()
 
     def delete(self, project: str, location: str, job_id: str, api_version: str = "v1") -> dict[str, Any]:
         row = self.find(project, location, job_id)
-        if not S(row.state).terminal:
-            raise failed_precondition(
-                f"The CustomJob {job_id} is {S(row.state).name}; cancel it and wait for it to finish "
-                "before deleting it."
-            )
-        if row.delete_operation_id is not None:
-            existing = self.operations.store.get(row.delete_operation_id)
-            if existing is not None:
-                return operation_wire(existing)
-        op = self.operations.create(
-            row.project_number,
-            row.location,
-            f"customJobs/{row.id}",
-            "delete_custom_job",
-            "DeleteOperationMetadata",
-            api_version,
-        )
-        self.jobs.set_fields(row.id, delete_operation_id=op.id)
+        op = request_delete(self.jobs, self.operations, row, "CustomJob", job_id, "customJobs", api_version)
         self.wake()
-        return operation_wire(op)
+        return op

@@ -15,13 +15,13 @@ from trainworks.scheduling.job_requests import job_request
 from trainworks.services import listing
 from trainworks.services.errors import (
     ApiError,
-    failed_precondition,
     invalid_argument,
     not_found,
 )
 from trainworks.services.ids import new_numeric_id
+from trainworks.services.job_lifecycle import request_cancel, request_delete
 from trainworks.services.naming import custom_job_name, numeric_id, parent_name
-from trainworks.services.operations import OperationService, operation_wire
+from trainworks.services.operations import OperationService
 from trainworks.services.projects import Projects
 from trainworks.services.tuning_validation import validate_tuning_job
 from trainworks.services.wire_errors import parse_body
@@ -166,43 +166,20 @@ class TuningJobService:
         return out
 
     def cancel(self, project: str, location: str, job_id: str) -> None:
-        row = self.find(project, location, job_id)
-        state = S(row.state)
-        if state.terminal:
-            raise failed_precondition(
-                f"The HyperparameterTuningJob {job_id} is already finished ({state.name}) and cannot be "
-                "cancelled."
-            )
-        if state == S.JOB_STATE_CANCELLING:
-            return
-        outcome = row.outcome or {
-            "state": int(S.JOB_STATE_CANCELLED),
-            "error": {"code": 1, "message": "CANCELED"},
-        }
-        active = [S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING]
-        if not self.store.transition(row.id, active, state=S.JOB_STATE_CANCELLING, outcome=outcome):
-            return self.cancel(project, location, job_id)
-        self.wake()
+        what = "HyperparameterTuningJob"
+        if request_cancel(self.store, lambda: self.find(project, location, job_id), what, job_id):
+            self.wake()
 
     def delete(self, project: str, location: str, job_id: str, api_version: str = "v1") -> dict[str, Any]:
         row = self.find(project, location, job_id)
-        if not S(row.state).terminal:
-            raise failed_precondition(
-                f"The HyperparameterTuningJob {job_id} is {S(row.state).name}; cancel it and wait for it to "
-                "finish before deleting it."
-            )
-        if row.delete_operation_id is not None:
-            existing = self.operations.store.get(row.delete_operation_id)
-            if existing is not None:
-                return operation_wire(existing)
-        op = self.operations.create(
-            row.project_number,
-            row.location,
-            f"hyperparameterTuningJobs/{row.id}",
-            "delete_tuning_job",
-            "DeleteOperationMetadata",
-            api_version=api_version,
+        op = request_delete(
+            self.store,
+            self.operations,
+            row,
+            "HyperparameterTuningJob",
+            job_id,
+            "hyperparameterTuningJobs",
+            api_version,
         )
-        self.store.set_fields(row.id, delete_operation_id=op.id)
         self.wake()
-        return operation_wire(op)
+        return op
