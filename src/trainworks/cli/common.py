@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -128,3 +129,31 @@ __all__ = [
     "make_client",
     "require_region",
 ]
+
+
+def poll_until_done(
+    fetch: Callable[[], dict[str, Any]],
+    what: str,
+    timeout: float | None,
+    poll_interval: float,
+    format: Any,
+) -> dict[str, Any]:
+    """Poll `fetch` (with growing pauses up to `poll_interval`) until the job is in a terminal state.
+
+    On timeout it prints the job (for json/yaml) and the error, and exits 1."""
+    from trainworks.cli.render import OutputFormat, print_data, print_status
+    from trainworks.client.rest import TERMINAL_STATES
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.1
+    job = fetch()
+    while job.get("state") not in TERMINAL_STATES:
+        if deadline is not None and time.monotonic() >= deadline:
+            if format != OutputFormat.human:
+                print_data(job, format)
+            print_status(f"ERROR: timed out after {timeout:g}s; {what} is {job.get('state')}.")
+            raise typer.Exit(1)
+        time.sleep(pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0.0)))
+        pause = min(pause * 1.5, poll_interval)
+        job = fetch()
+    return job

@@ -6,7 +6,6 @@ client and error handling in `common`.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +23,7 @@ from trainworks.cli.common import (
     handle_errors,
     job_name,
     make_client,
+    poll_until_done,
     require_region,
 )
 from trainworks.cli.pool_specs import build_custom_job
@@ -35,7 +35,7 @@ from trainworks.cli.render import (
     print_log_entry,
     print_status,
 )
-from trainworks.client.rest import TERMINAL_STATES, ApiError
+from trainworks.client.rest import ApiError
 
 app = typer.Typer(
     name="custom-jobs",
@@ -302,22 +302,10 @@ def wait(
 ) -> None:
     """Block until the job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled or timed out)."""
     name = job_name(custom_job, project, region)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    pause = 0.1
     with make_client(endpoint, api_key) as client:
-        job = client.get_custom_job(name)
-        while job.get("state") not in TERMINAL_STATES:
-            if deadline is not None and time.monotonic() >= deadline:
-                if format != OutputFormat.human:
-                    print_data(job, format)
-                print_status(
-                    f"ERROR: timed out after {timeout:g}s; CustomJob [{name}] is {job.get('state')}."
-                )
-                raise typer.Exit(1)
-            sleep = pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0.0))
-            time.sleep(sleep)
-            pause = min(pause * 1.5, poll_interval)
-            job = client.get_custom_job(name)
+        job = poll_until_done(
+            lambda: client.get_custom_job(name), f"CustomJob [{name}]", timeout, poll_interval, format
+        )
     state = job.get("state", "")
     if format != OutputFormat.human:
         print_data(job, format)

@@ -8,7 +8,6 @@ or snake_case keys) and lays the flags over it. The shared options, client and e
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,6 +25,7 @@ from trainworks.cli.common import (
     endpoint_flag,
     handle_errors,
     make_client,
+    poll_until_done,
     require_region,
 )
 from trainworks.cli.pool_specs import FlagError, camelize, parse_dict
@@ -36,7 +36,7 @@ from trainworks.cli.render import (
     print_tuning_job_summary,
     print_tuning_job_table,
 )
-from trainworks.client.rest import TERMINAL_STATES, ApiError, TrainworksClient
+from trainworks.client.rest import ApiError, TrainworksClient
 
 app = typer.Typer(
     name="hp-tuning-jobs",
@@ -409,23 +409,14 @@ def wait(
 ) -> None:
     """Block until the tuning job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out)."""
     name = tuning_job_name(hp_tuning_job, project, region)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    pause = 0.1
     with make_client(endpoint, api_key) as client:
-        job = client.get_hyperparameter_tuning_job(name)
-        while job.get("state") not in TERMINAL_STATES:
-            if deadline is not None and time.monotonic() >= deadline:
-                if format != OutputFormat.human:
-                    print_data(job, format)
-                print_status(
-                    f"ERROR: timed out after {timeout:g}s; HyperparameterTuningJob [{name}] is "
-                    f"{job.get('state')}."
-                )
-                raise typer.Exit(1)
-            sleep = pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0.0))
-            time.sleep(sleep)
-            pause = min(pause * 1.5, poll_interval)
-            job = client.get_hyperparameter_tuning_job(name)
+        job = poll_until_done(
+            lambda: client.get_hyperparameter_tuning_job(name),
+            f"HyperparameterTuningJob [{name}]",
+            timeout,
+            poll_interval,
+            format,
+        )
     if format != OutputFormat.human:
         print_data(job, format)
     else:
