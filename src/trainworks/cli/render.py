@@ -161,18 +161,19 @@ def _status_rows(status: dict[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
-def print_job_summary(job: dict[str, Any], status: dict[str, Any] | None = None) -> None:
-    """One job as aligned `Label: value` lines, then its worker pools."""
+def _job_rows(
+    job: dict[str, Any], after_created: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """The `Label: value` rows every kind of job starts with: name, state, times, error, labels."""
     from rich.markup import escape
 
-    console = _console()
     rows: list[tuple[str, str]] = [
         ("Name", escape(job.get("name", ""))),
         ("Display name", escape(job.get("displayName", ""))),
         ("State", _styled_state(job.get("state", "JOB_STATE_UNSPECIFIED"))),
         ("Created", job.get("createTime", "")),
     ]
-    rows += _status_rows(status)
+    rows += after_created or []
     for label, key in (("Started", "startTime"), ("Ended", "endTime"), ("Updated", "updateTime")):
         if job.get(key):
             rows.append((label, job[key]))
@@ -185,6 +186,15 @@ def print_job_summary(job: dict[str, Any], status: dict[str, Any] | None = None)
         )
     if job.get("labels"):
         rows.append(("Labels", escape(", ".join(f"{k}={v}" for k, v in sorted(job["labels"].items())))))
+    return rows
+
+
+def print_job_summary(job: dict[str, Any], status: dict[str, Any] | None = None) -> None:
+    """One job as aligned `Label: value` lines, then its worker pools."""
+    from rich.markup import escape
+
+    console = _console()
+    rows = _job_rows(job, _status_rows(status))
     spec = job.get("jobSpec") or {}
     timeout = (spec.get("scheduling") or {}).get("timeout")
     if timeout:
@@ -534,24 +544,7 @@ def print_tuning_job_summary(job: dict[str, Any], trials: bool = True) -> None:
     from rich.markup import escape
 
     console = _console()
-    rows: list[tuple[str, str]] = [
-        ("Name", escape(job.get("name", ""))),
-        ("Display name", escape(job.get("displayName", ""))),
-        ("State", _styled_state(job.get("state", "JOB_STATE_UNSPECIFIED"))),
-        ("Created", job.get("createTime", "")),
-    ]
-    for label, key in (("Started", "startTime"), ("Ended", "endTime"), ("Updated", "updateTime")):
-        if job.get(key):
-            rows.append((label, job[key]))
-    if _run_time(job):
-        rows.append(("Run time", _run_time(job)))
-    error = job.get("error")
-    if error:
-        rows.append(
-            ("Error", f"[red]code {error.get('code', 0)}: {escape(str(error.get('message', '')))}[/red]")
-        )
-    if job.get("labels"):
-        rows.append(("Labels", escape(", ".join(f"{k}={v}" for k, v in sorted(job["labels"].items())))))
+    rows = _job_rows(job)
     study = job.get("studySpec") or {}
     metric_id, goal = study_metric(job)
     rows.append(("Metric", escape(f"{metric_id} ({goal})")))
