@@ -45,6 +45,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/persistent_warm_start.py
 	$(BIN)/python benchmarks/scheduling_pass.py
 	$(BIN)/python benchmarks/tuning_regret.py
+	$(BIN)/python benchmarks/slurm_clusters.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

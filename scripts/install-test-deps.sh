@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Install the Debian packages the test suite needs (PostgreSQL server, util-linux, iproute2, and podman
-# with its helpers for tests/test_podman.py: runc, conmon, catatonit, busybox-static, ...).
+# Install the Debian packages the test suite needs (PostgreSQL server, util-linux, iproute2, podman
+# with its helpers for tests/test_podman.py: runc, conmon, catatonit, busybox-static, ..., and Slurm with
+# munge for the local training clusters: tests/test_slurm_daemons.py, scripts/slurm-local.sh).
 #
 # Idempotent and non-interactive: exits quickly when everything is already installed and only
 # runs `apt-get update` when something actually has to be installed. Intended for root on a
 # fresh Debian 12 machine (CI containers without systemd); falls back to sudo for non-root users.
 # It never starts a service: the tests start their own throwaway PostgreSQL cluster
-# (see tests/support/postgres.py).
+# (see tests/support/postgres.py) and their own munged/slurmctld/slurmd (src/trainworks/slurm/daemons.py).
 set -euo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
@@ -16,6 +17,8 @@ PACKAGES=(postgresql util-linux iproute2)
 # not crun, which refuses hybrid cgroups). tests/test_podman.py builds its images from busybox-static.
 PACKAGES+=(podman runc conmon catatonit fuse-overlayfs slirp4netns uidmap containernetworking-plugins
     busybox-static)
+# Slurm 22.05 (slurmctld, slurmd, client commands) and munge, run as plain per-cluster daemons, no systemd.
+PACKAGES+=(slurm-wlm munge)
 
 is_installed() {
     [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
@@ -30,6 +33,14 @@ have_container_binaries() {
     command -v podman >/dev/null && command -v runc >/dev/null && [[ -x /bin/busybox ]]
 }
 
+have_slurm_binaries() {
+    # the daemons live in /usr/sbin, which is not on every user's PATH
+    local cmd
+    for cmd in slurmctld slurmd munged sbatch; do
+        command -v "${cmd}" >/dev/null || [[ -x /usr/sbin/${cmd} ]] || return 1
+    done
+}
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     if ! is_installed "$pkg"; then
@@ -37,7 +48,7 @@ for pkg in "${PACKAGES[@]}"; do
     fi
 done
 
-if [[ ${#missing[@]} -eq 0 ]] && have_server_binaries && have_container_binaries; then
+if [[ ${#missing[@]} -eq 0 ]] && have_server_binaries && have_container_binaries && have_slurm_binaries; then
     echo "install-test-deps: all packages already installed (${PACKAGES[*]})"
     exit 0
 fi
@@ -45,6 +56,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
     # Packages recorded as installed but binaries gone: reinstall the packages that provide them.
     have_server_binaries || missing+=(postgresql)
     have_container_binaries || missing+=(podman runc busybox-static)
+    have_slurm_binaries || missing+=(slurm-wlm munge)
 fi
 
 SUDO=()
@@ -86,6 +98,10 @@ if ! have_server_binaries; then
 fi
 if ! have_container_binaries; then
     echo "install-test-deps: podman, runc or /bin/busybox is missing after installation" >&2
+    exit 1
+fi
+if ! have_slurm_binaries; then
+    echo "install-test-deps: slurmctld, slurmd, munged or sbatch is missing after installation" >&2
     exit 1
 fi
 echo "install-test-deps: done"

@@ -323,6 +323,10 @@ def test_cancel_then_delete_a_slow_study(server: ServerProcess, tmp_path: Path, 
         tmp_path / "slow.yaml",
         camel_config(trial_script, args=["--steps", "100000", "--pause", "0.05"], displayName="slow"),
     )
+    # Only feasible values: three quick infeasible trials in a row (x = 3.0) would end the study first.
+    study = yaml.safe_load(config.read_text())
+    study["studySpec"]["parameters"][0]["discreteValueSpec"]["values"] = GRID[:3]
+    config.write_text(yaml.safe_dump(study))
     name = create_json(server, config, "--max-trial-count", "4", "--parallel-trial-count", "2")["name"]
     wait_for(
         lambda: (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +26,13 @@ class Settings:
     preemption_notice_seconds: float = 30.0  # SIGTERM to SIGKILL when a SPOT replica is preempted
     insecure_registries: tuple[str, ...] = ()  # loopback registries podman may pull from (host:port)
     resync_seconds: float = 1.0
+    executor: str = "local"  # where CustomJobs run unless labelled trainworks-executor: local or slurm
+    slurm_conf: Path | None = None  # the server's Slurm cluster; None: no Slurm (unless a training cluster)
+    slurm_partition: str | None = None  # None: the cluster's default partition
     default_location: str = "us-central1"
+    # Where training clusters' Slurm daemons keep their state. Unix socket paths are short (107 bytes) and
+    # munged wants every parent directory searchable by all, so by default it is a short folder in /tmp.
+    clusters_root: Path | None = None
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).expanduser().resolve()
@@ -36,6 +44,13 @@ class Settings:
     @property
     def buckets(self) -> Path:
         return (self.bucket_root or self.home / "buckets").resolve()
+
+    @property
+    def clusters_dir(self) -> Path:
+        if self.clusters_root is not None:
+            return Path(self.clusters_root).resolve()
+        digest = hashlib.sha1(str(self.home).encode()).hexdigest()[:10]
+        return Path(tempfile.gettempdir()) / f"trainworks-{digest}"
 
     @property
     def jobs_dir(self) -> Path:

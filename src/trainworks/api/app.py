@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from trainworks import __version__
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import install_error_handlers
-from trainworks.api.routers import costs, custom_jobs, operations, persistent_resources, tuning_jobs
+from trainworks.api.routers import clusters, costs, custom_jobs, operations, persistent_resources, tuning_jobs
 from trainworks.config import Settings
 from trainworks.services.container import Services, build_services
 
@@ -36,6 +36,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         app.include_router(custom_jobs.router(prefix))
         app.include_router(persistent_resources.router(prefix))
         app.include_router(tuning_jobs.router(prefix))
+    app.include_router(clusters.router("/v1beta1"))  # a v1beta1-only resource
     for prefix in ("/v1", "/v1beta1", "/ui"):
         app.include_router(operations.router(prefix))
     app.include_router(custom_jobs.extensions_router())

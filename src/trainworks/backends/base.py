@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from trainworks.contract.environment import JobContext
 
 
 class Capability(enum.Enum):
@@ -13,6 +17,7 @@ class Capability(enum.Enum):
     CONTAINERS = "containers"  # runs an image with podman
     GCS_MOUNT = "gcs_mount"  # objects visible at /gcs/<bucket>/...
     ADOPT = "adopt"  # replicas survive a server restart and can be re-adopted
+    GANG = "gang"  # starts all replicas of a job at once (GangBackend), each tracked by a backend_ref
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,10 @@ class Phase(enum.Enum):
     RUNNING = "running"
     EXITED = "exited"
     LOST = "lost"  # gone without an exit record
+    # Gang backends only:
+    PENDING = "pending"  # accepted, not started yet (ReplicaStatus.detail says why)
+    PREEMPTED = "preempted"  # the backend's scheduler took the nodes away (preemption, requeue)
+    TIMEOUT = "timeout"  # stopped by the backend's own time limit
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,10 @@ class ReplicaStatus:
 
 class LaunchError(Exception):
     """The replica could not be started (bad command, missing image, ...)."""
+
+
+class BackendUnavailable(Exception):
+    """The backend could not be asked just now (its scheduler is down or busy): try again on the next pass."""
 
 
 class Backend(Protocol):
@@ -64,3 +77,63 @@ class Backend(Protocol):
     def poll(self, handle: ProcessHandle, run_dir: Path) -> ReplicaStatus: ...
 
     def signal(self, handle: ProcessHandle, signum: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class GangMember:
+    """One replica of a gang, in CLUSTER_SPEC order."""
+
+    pool: int
+    index: int
+    run_dir: Path  # stdout.log, stderr.log and exit.json, as for a local replica
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    python: Path | None = None  # the pool's package environment (python package tasks)
+
+
+@dataclass(frozen=True)
+class GangRequest:
+    """Every replica of one attempt of a job. The backend places them and works out their addresses; the
+    rest of the contract comes from `context` (replica i gets port base_port + i)."""
+
+    job: Any  # the job row: backends choose where it runs from it (labels, ...)
+    context: JobContext
+    members: tuple[GangMember, ...]
+    attempt: int
+    job_dir: Path
+    base_port: int
+    env: Mapping[str, str]  # the environment every replica starts from (PATH, HOME, ...)
+    gcs_root: Path | None = None
+    time_limit: timedelta | None = None
+
+
+class GangBackend(Protocol):
+    """A backend that starts a whole job at once and reports on each replica through its backend_ref."""
+
+    name: str
+    capabilities: frozenset[Capability]
+
+    def accepts(self, job: Any) -> bool:
+        """Whether this job runs here; raises commands.TaskError when the job asks for it but cannot."""
+        ...
+
+    def find_gang(self, request: GangRequest) -> list[str] | None:
+        """The refs of this attempt if it was submitted before a crash but never recorded."""
+        ...
+
+    def launch_gang(self, request: GangRequest) -> list[str]:
+        """Submit the gang; one backend_ref per member. Raises LaunchError, or BackendUnavailable."""
+        ...
+
+    def describe(self, refs: Sequence[str]) -> str: ...
+
+    def poll_gang(self, members: Sequence[tuple[str, Path]]) -> list[ReplicaStatus]:
+        """The status of each (backend_ref, run_dir), from one look at the backend."""
+        ...
+
+    def cancel_gang(self, refs: Sequence[str]) -> None:
+        """The backend's own cancel of the gangs these refs belong to (SIGTERM, then its own kill)."""
+        ...
+
+    def signal_gang(self, refs: Sequence[str], signum: int) -> None:
+        """Signal every running replica of these gangs; a gang not started yet is cancelled instead."""
+        ...

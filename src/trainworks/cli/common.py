@@ -7,12 +7,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import typer
 
 from trainworks.cli.pool_specs import FlagError
-from trainworks.cli.render import OutputFormat, print_status
+from trainworks.cli.render import OutputFormat, print_data, print_status
 from trainworks.client.rest import ApiError, TrainworksClient, TrainworksConnectionError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
@@ -157,3 +158,77 @@ def poll_until_done(
         pause = min(pause * 1.5, poll_interval)
         job = fetch()
     return job
+
+
+@dataclass(frozen=True)
+class OperationTarget:
+    """What a resource's create/update/delete LRO is about, for `report_operation`."""
+
+    kind: str  # e.g. "PersistentResource"
+    command: str  # its CLI group, e.g. "persistent-resources"
+    summary: Callable[[dict[str, Any]], None]  # prints the resource an operation returned
+    # The resource's full name from the operation's name and the name the user gave.
+    name_from_operation: Callable[[str, str], str]
+
+
+def report_operation(
+    client: TrainworksClient,
+    op: dict[str, Any],
+    target: OperationTarget,
+    *,
+    action: str,
+    done_verb: str,
+    name: str,
+    async_: bool,
+    timeout: float,
+    format: OutputFormat,
+    endpoint: str,
+) -> None:
+    """Wait for a create/update/reboot/delete operation (unless --async) and print its outcome.
+
+    json/yaml print the resource when the operation returned one, else the operation. A failed or
+    unfinished operation exits 1.
+    """
+    human = format == OutputFormat.human
+    op_name = op.get("name", "")
+    if "/operations/" in op_name:  # the server's name of the resource (with the project number)
+        name = target.name_from_operation(op_name, name)
+    if not async_ and not op.get("done"):
+        if human:
+            print_status(f"Waiting for operation [{op_name}] to complete...")
+        op = client.wait_operation(op_name, timeout)
+    error = op.get("error")
+    response = op.get("response") or {}
+    has_resource = bool(op.get("done") and not error and "name" in response)
+    what = f"{target.kind} [{name}]"
+    if not human:
+        print_data({k: v for k, v in response.items() if k != "@type"} if has_resource else op, format)
+    if error:
+        print_status(
+            f"ERROR: operation [{op_name}] to {action} {what} failed: "
+            f"code {error.get('code', 0)}: {error.get('message', '')}"
+        )
+        for detail in error.get("details") or []:
+            for violation in (detail or {}).get("fieldViolations") or []:
+                print_status(f"  - {violation.get('field', '')}: {violation.get('description', '')}")
+        raise typer.Exit(1)
+    if op.get("done"):
+        if human:
+            print_status(f"{done_verb} {what}.")
+            if has_resource:
+                target.summary(response)
+        return
+    hint = f"trainworks {target.command} describe {name}{endpoint_flag(endpoint)}"
+    if async_:
+        if human:
+            print_status(
+                f"Operation [{op_name}] to {action} {what} is submitted.\nCheck its state with:\n  {hint}"
+            )
+        return
+    progress = (op.get("metadata") or {}).get("progressMessage")
+    print_status(
+        f"ERROR: operation [{op_name}] to {action} {what} is not done after {timeout:g}s"
+        f"{f' ({progress})' if progress else ''}; it goes on in the background.\n"
+        f"Check it with:\n  {hint}"
+    )
+    raise typer.Exit(1)

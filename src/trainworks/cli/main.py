@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from trainworks.cli.admin import app as admin_app
+from trainworks.cli.clusters import app as clusters_app
 from trainworks.cli.costs import costs
 from trainworks.cli.custom_jobs import app as custom_jobs_app
 from trainworks.cli.hp_tuning_jobs import app as hp_tuning_jobs_app
@@ -18,6 +19,7 @@ app.command("serve")(serve)
 app.add_typer(custom_jobs_app, name="custom-jobs")
 app.add_typer(hp_tuning_jobs_app, name="hp-tuning-jobs")
 app.add_typer(persistent_resources_app, name="persistent-resources")
+app.add_typer(clusters_app, name="clusters")
 app.add_typer(admin_app, name="admin")
 app.command("costs")(costs)
 

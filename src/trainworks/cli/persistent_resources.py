@@ -16,11 +16,12 @@ from trainworks.cli.common import (
     ApiKeyOpt,
     EndpointOpt,
     FormatOpt,
+    OperationTarget,
     ProjectOpt,
     RegionOpt,
-    endpoint_flag,
     handle_errors,
     make_client,
+    report_operation,
     require_region,
 )
 from trainworks.cli.pool_specs import FlagError, parse_dict
@@ -29,9 +30,7 @@ from trainworks.cli.render import (
     print_data,
     print_persistent_resource_summary,
     print_persistent_resource_table,
-    print_status,
 )
-from trainworks.client.rest import TrainworksClient
 
 app = typer.Typer(
     name="persistent-resources",
@@ -175,69 +174,12 @@ def build_update(
 
 
 # ====================================================================== operations
-def _without_type(message: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in message.items() if k != "@type"}
-
-
-def _run_operation(
-    client: TrainworksClient,
-    op: dict[str, Any],
-    *,
-    action: str,
-    done_verb: str,
-    name: str,
-    async_: bool,
-    timeout: float,
-    format: OutputFormat,
-    endpoint: str,
-) -> None:
-    """Wait for a create/update/reboot/delete operation (unless --async) and print its outcome.
-
-    json/yaml print the resource when the operation returned one, else the operation. A failed or
-    unfinished operation exits 1.
-    """
-    human = format == OutputFormat.human
-    op_name = op.get("name", "")
-    if "/operations/" in op_name:  # the server's name of the resource (with the project number)
-        name = op_name.rsplit("/operations/", 1)[0]
-    if not async_ and not op.get("done"):
-        if human:
-            print_status(f"Waiting for operation [{op_name}] to complete...")
-        op = client.wait_operation(op_name, timeout)
-    error = op.get("error")
-    response = op.get("response") or {}
-    has_resource = op.get("done") and not error and "name" in response
-    if not human:
-        print_data(_without_type(response) if has_resource else op, format)
-    if error:
-        print_status(
-            f"ERROR: operation [{op_name}] to {action} PersistentResource [{name}] failed: "
-            f"code {error.get('code', 0)}: {error.get('message', '')}"
-        )
-        for detail in error.get("details") or []:
-            for violation in (detail or {}).get("fieldViolations") or []:
-                print_status(f"  - {violation.get('field', '')}: {violation.get('description', '')}")
-        raise typer.Exit(1)
-    if op.get("done"):
-        if human:
-            print_status(f"{done_verb} PersistentResource [{name}].")
-            if has_resource:
-                print_persistent_resource_summary(response)
-        return
-    hint = f"trainworks persistent-resources describe {name}{endpoint_flag(endpoint)}"
-    if async_:
-        if human:
-            print_status(
-                f"Operation [{op_name}] to {action} PersistentResource [{name}] is submitted.\n"
-                f"Check its state with:\n  {hint}"
-            )
-        return
-    print_status(
-        f"ERROR: operation [{op_name}] to {action} PersistentResource [{name}] is not done after "
-        f"{timeout:g}s; it goes on in the background.\n"
-        f"Check the resource with:\n  {hint}"
-    )
-    raise typer.Exit(1)
+TARGET = OperationTarget(
+    kind="PersistentResource",
+    command="persistent-resources",
+    summary=lambda resource: print_persistent_resource_summary(resource),
+    name_from_operation=lambda op_name, _name: op_name.rsplit("/operations/", 1)[0],
+)
 
 
 # ====================================================================== commands
@@ -284,9 +226,10 @@ def create(
     name = f"{parent}/persistentResources/{persistent_resource_id}"
     with make_client(endpoint, api_key) as client:
         op = client.create_persistent_resource(parent, persistent_resource_id, body)
-        _run_operation(
+        report_operation(
             client,
             op,
+            TARGET,
             action="create",
             done_verb="Created",
             name=name,
@@ -377,9 +320,10 @@ def update(
     body, mask = build_update(display_name, labels, replica_count)
     with make_client(endpoint, api_key) as client:
         op = client.update_persistent_resource(name, body, mask)
-        _run_operation(
+        report_operation(
             client,
             op,
+            TARGET,
             action="update",
             done_verb="Updated",
             name=name,
@@ -406,9 +350,10 @@ def reboot(
     name = resource_name(persistent_resource, project, region)
     with make_client(endpoint, api_key) as client:
         op = client.reboot_persistent_resource(name)
-        _run_operation(
+        report_operation(
             client,
             op,
+            TARGET,
             action="reboot",
             done_verb="Rebooted",
             name=name,
@@ -435,9 +380,10 @@ def delete(
     name = resource_name(persistent_resource, project, region)
     with make_client(endpoint, api_key) as client:
         op = client.delete_persistent_resource(name)
-        _run_operation(
+        report_operation(
             client,
             op,
+            TARGET,
             action="delete",
             done_verb="Deleted",
             name=name,

@@ -38,6 +38,27 @@ def resolve_runtime(requested: str | None, settings: Settings) -> str:
     return "podman" if ok else "host"
 
 
+def resolve_executor(
+    settings: Settings, executor: str, slurm_conf: Path | None, partition: str | None
+) -> None:
+    if executor not in ("local", "slurm"):
+        raise typer.BadParameter("--executor must be local or slurm")
+    if slurm_conf is not None and not slurm_conf.is_file():
+        raise typer.BadParameter(f"{slurm_conf} is not a file", param_hint="--slurm-conf")
+    if executor == "slurm" and slurm_conf is None:
+        raise typer.BadParameter("--executor slurm needs --slurm-conf")
+    settings.executor = executor
+    settings.slurm_conf = slurm_conf.resolve() if slurm_conf is not None else None
+    settings.slurm_partition = partition or None
+    if slurm_conf is not None:
+        log.info(
+            "slurm: %s (partition %s); %s",
+            settings.slurm_conf,
+            partition or "default",
+            "every job runs there" if executor == "slurm" else "for jobs labelled trainworks-executor: slurm",
+        )
+
+
 def serve(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8080, help="Port to listen on."),
@@ -71,6 +92,24 @@ def serve(
     preemption_notice: float = typer.Option(
         30.0, "--preemption-notice", help="Seconds a preempted SPOT replica gets between SIGTERM and SIGKILL."
     ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where CustomJobs run: local (processes on this host) or slurm (one Slurm job each, "
+        "needs --slurm-conf). A job's label trainworks-executor: local|slurm overrides it.",
+    ),
+    slurm_conf: Path = typer.Option(
+        None, "--slurm-conf", help="slurm.conf of the Slurm cluster that runs Slurm jobs."
+    ),
+    slurm_partition: str = typer.Option(
+        None, "--slurm-partition", help="Slurm partition for those jobs (default: the cluster's default)."
+    ),
+    clusters_dir: Path = typer.Option(
+        None,
+        "--clusters-dir",
+        help="Where training clusters' Slurm daemons keep their state (a short path searchable by all users; "
+        "default: a folder in /tmp named after --home).",
+    ),
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
     """Run the Trainworks server in the foreground."""
@@ -87,6 +126,7 @@ def serve(
         inventory_path=inventory,
         preemption_notice_seconds=preemption_notice,
         insecure_registries=tuple(insecure_registry),
+        clusters_root=clusters_dir,
     )
     if insecure_registry:
         from trainworks.backends.podman import check_registry
@@ -103,6 +143,7 @@ def serve(
         except InventoryError as exc:
             raise typer.BadParameter(str(exc), param_hint="--inventory") from None
     settings.container_runtime = resolve_runtime(container_runtime, settings)
+    resolve_executor(settings, executor, slurm_conf, slurm_partition)
     log.info("home %s, database %s", settings.home, settings.db_url.split("@")[-1])
     if tokens:
         log.info("auth: %d token(s) required", len(tokens))

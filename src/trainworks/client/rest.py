@@ -371,5 +371,53 @@ class TrainworksClient:
         result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
         return result
 
+    # ------------------------------------------------------------------ modelDevelopmentClusters (v1beta1)
+    # The resource exists only in v1beta1; its operations are location-level and poll under /v1.
+    def create_cluster(self, parent: str, cluster_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Starts creating `parent`/modelDevelopmentClusters/`cluster_id`; returns the Operation."""
+        result: dict[str, Any] = self._request(
+            "POST",
+            f"/v1beta1/{self._path(parent)}/modelDevelopmentClusters",
+            json_body=body,
+            params={"modelDevelopmentClusterId": cluster_id},
+        )
+        return result
+
+    def get_cluster(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1beta1/{self._path(name)}")
+        return result
+
+    def list_clusters(self, parent: str, page_size: int = 0) -> Iterator[dict[str, Any]]:
+        """Every training cluster of `parent` in ID order, fetching pages lazily."""
+        token = ""
+        while True:
+            params: dict[str, Any] = {"pageToken": token}
+            if page_size:
+                params["pageSize"] = page_size
+            page = self._request(
+                "GET", f"/v1beta1/{self._path(parent)}/modelDevelopmentClusters", params=params
+            )
+            yield from page.get("modelDevelopmentClusters") or []
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return
+
+    def update_cluster(
+        self, name: str, body: dict[str, Any], update_mask: list[str], update_mode: str = ""
+    ) -> dict[str, Any]:
+        """PATCH with the full resource as `body` (an empty mask diffs all of it); returns the Operation."""
+        result: dict[str, Any] = self._request(
+            "PATCH",
+            f"/v1beta1/{self._path(name)}",
+            json_body=body,
+            params={"updateMask": ",".join(update_mask), "updateMode": update_mode},
+        )
+        return result
+
+    def delete_cluster(self, name: str) -> dict[str, Any]:
+        """Starts the deletion; returns the long-running Operation."""
+        result: dict[str, Any] = self._request("DELETE", f"/v1beta1/{self._path(name)}")
+        return result
+
 
 __all__ = ["TERMINAL_STATES", "ApiError", "TrainworksClient", "TrainworksConnectionError"]

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from trainworks.backends.base import Backend, LaunchRequest, ProcessHandle
-from trainworks.backends.commands import host_argv, podman_argv, pool_env
+from trainworks.backends.base import Backend, GangMember, GangRequest, LaunchRequest, ProcessHandle
+from trainworks.backends.commands import TaskError, host_argv, podman_argv, pool_env
 from trainworks.backends.gpus import accelerators_per_replica, detect_gpus, pick, record_devices
 from trainworks.backends.podman import Podman, container_name, launch_env
 from trainworks.backends.python_packages import PackageEnvironments
@@ -36,6 +38,30 @@ def host_env() -> dict[str, str]:
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_block(host: str, count: int, taken: set[int]) -> int:
+    """A base port P with P..P+count-1 free here and not held by a live replica: the replicas of a gang
+    job listen on P + rank, and emulated Slurm nodes may all be this host."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            base = int(sock.getsockname()[1])
+        ports = range(base, base + count)
+        if ports[-1] > 65535 or any(p in taken for p in ports):
+            continue
+        if all(_port_free(host, p) for p in ports[1:]):
+            return base
+    raise RuntimeError(f"no block of {count} free ports found")
 
 
 class ReplicaLauncher:
@@ -183,3 +209,50 @@ class ReplicaLauncher:
             gcs_root=shim_gcs_root,
         )
         return self.backend.launch(request)
+
+    def gang_request(
+        self,
+        job: CustomJobRow,
+        replicas: Sequence[ReplicaRow],
+        pythons: dict[int, Path],
+        taken: set[int],
+        time_limit: timedelta | None,
+    ) -> GangRequest:
+        """Every replica of the current attempt, for a backend that starts them together (Slurm). Replicas
+        run their command on the nodes directly (host mode); GPUs are the backend scheduler's business."""
+        base = free_port_block(replicas[0].host, len(replicas), taken)
+        context = self.context(job, replicas)
+        context = replace(
+            context, slots=[replace(slot, port=base + i) for i, slot in enumerate(context.slots)]
+        )
+        members = []
+        for replica in replicas:
+            pool: dict[str, Any] = job.spec["jobSpec"]["workerPoolSpecs"][replica.pool]
+            python = pythons.get(replica.pool)
+            if self.podman is not None and "pythonPackageSpec" in pool:
+                # Under podman, prepare() staged the package files for an image, not an environment.
+                raise TaskError(
+                    f"{task_name(replica)}: python package tasks run on Slurm only when the server runs "
+                    "them in host mode (--container-runtime host)"
+                )
+            try:
+                host_argv(pool, {}, python)  # a pool that cannot run fails here, not on the nodes
+            except TaskError as exc:
+                raise TaskError(f"{task_name(replica)}: {exc}") from exc
+            extra: dict[str, str] = {}
+            if context.trial_id:
+                extra["CLOUD_ML_HP_METRIC_FILE"] = str(Path(replica.run_dir) / METRIC_FILE)
+            members.append(
+                GangMember(replica.pool, replica.replica_index, Path(replica.run_dir), extra, python)
+            )
+        return GangRequest(
+            job=job,
+            context=context,
+            members=tuple(members),
+            attempt=job.attempt,
+            job_dir=Path(replicas[0].run_dir).parent,
+            base_port=base,
+            env=host_env(),
+            gcs_root=self.settings.buckets if self.settings.gcs_protocol == "file" else None,
+            time_limit=time_limit,
+        )

@@ -7,13 +7,17 @@ from dataclasses import dataclass
 
 from trainworks.backends.local import LocalBackend
 from trainworks.backends.python_packages import PackageEnvironments
+from trainworks.backends.slurm import SlurmBackend, server_targets
 from trainworks.backends.warm import WarmPool, WarmStartBackend
+from trainworks.catalog.node_images import ImageCatalog
 from trainworks.config import Settings
+from trainworks.controllers.clusters import ClusterController, cluster_targets
 from trainworks.controllers.custom_jobs import CustomJobController
 from trainworks.controllers.launcher import host_env
 from trainworks.controllers.persistent_resources import PersistentResourceController, PersistentResourceJobs
 from trainworks.controllers.tuning_jobs import TuningJobController
 from trainworks.scheduling.inventory import load_inventory
+from trainworks.services.clusters import ClusterService
 from trainworks.services.costs import CostService
 from trainworks.services.custom_jobs import CustomJobService
 from trainworks.services.job_status import JobStatusService
@@ -23,6 +27,7 @@ from trainworks.services.persistent_resources import PersistentResourceService
 from trainworks.services.projects import Projects
 from trainworks.services.tuning_jobs import TuningJobService
 from trainworks.storage.gcs import ObjectStore
+from trainworks.store.clusters import ClusterStore
 from trainworks.store.database import Database
 from trainworks.store.jobs import JobStore
 from trainworks.store.operations import OperationStore
@@ -46,15 +51,19 @@ class Services:
     persistent_controller: PersistentResourceController | None = None
     tuning_jobs: TuningJobService | None = None
     tuning_controller: TuningJobController | None = None
+    clusters: ClusterService | None = None
+    cluster_controller: ClusterController | None = None
+    # Runs the jobs that go to Slurm; training clusters route theirs with slurm.add_resolver(...).
+    slurm: SlurmBackend | None = None
 
     def start(self) -> None:
         self.controller.start()
-        for extra in (self.persistent_controller, self.tuning_controller):
+        for extra in (self.persistent_controller, self.tuning_controller, self.cluster_controller):
             if extra is not None:
                 extra.start()
 
     def stop(self) -> None:
-        for extra in (self.tuning_controller, self.persistent_controller):
+        for extra in (self.cluster_controller, self.tuning_controller, self.persistent_controller):
             if extra is not None:
                 extra.stop()
         self.controller.stop()
@@ -80,8 +89,19 @@ def build_services(settings: Settings) -> Services:
     backend = WarmStartBackend(LocalBackend(settings.container_runtime), warm, pr_jobs.warm_target)
     # Reservations may name a project by ID; jobs carry project numbers.
     inventory = load_inventory(settings.inventory_path).with_project_numbers(projects.number)
+    # Jobs go to Slurm per job (labels, --executor); the resolvers say which cluster.
+    slurm = SlurmBackend(
+        [server_targets(settings.slurm_conf, settings.slurm_partition, settings.executor)],
+        tag=SlurmBackend.tag_for(settings.home),
+    )
     controller = CustomJobController(
-        settings, job_store, op_store, backend, PackageEnvironments(settings.cache_dir, objects), inventory
+        settings,
+        job_store,
+        op_store,
+        backend,
+        PackageEnvironments(settings.cache_dir, objects),
+        inventory,
+        gang=slurm,
     )
     controller.persistent = pr_jobs
     pr_controller = PersistentResourceController(
@@ -112,6 +132,18 @@ def build_services(settings: Settings) -> Services:
         inventory=inventory,
         custom_jobs=custom_jobs,
     )
+
+    # Training clusters: each one a Slurm cluster of daemons on this host. Node images are re-read on every
+    # use: operators publish new releases (settings.home/node-images.json) while the server runs.
+    def images() -> ImageCatalog:
+        return ImageCatalog.load(settings.home / "node-images.json")
+
+    cluster_store = ClusterStore(db)
+    cluster_controller = ClusterController(settings, cluster_store, images)
+    slurm.add_resolver(cluster_targets(settings, cluster_store))  # its label is explicit: it goes first
+    clusters = ClusterService(
+        cluster_store, projects, operations, images, settings.clusters_dir, wake=cluster_controller.wake
+    )
     return Services(
         settings,
         db,
@@ -125,4 +157,7 @@ def build_services(settings: Settings) -> Services:
         persistent_controller=pr_controller,
         tuning_jobs=tuning_jobs,
         tuning_controller=tuning_controller,
+        clusters=clusters,
+        cluster_controller=cluster_controller,
+        slurm=slurm,
     )

@@ -76,3 +76,18 @@ def apply_read_mask(resource: dict[str, Any], read_mask: str) -> dict[str, Any]:
         return resource
     wanted = {snake(p.strip().split(".")[0]) for p in read_mask.split(",") if p.strip()}
     return {k: v for k, v in resource.items() if snake(k) in wanted}
+
+
+def id_page_token(last_id: str) -> str:
+    """Page token of resources listed in ID order (client-chosen IDs): the last ID of the page."""
+    return base64.urlsafe_b64encode(last_id.encode()).decode()
+
+
+def read_id_page_token(token: str, max_length: int) -> str:
+    try:
+        value = base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        value = ""
+    if not value or len(value) > max_length:
+        raise invalid_argument([FieldViolation("page_token", "invalid page token")])
+    return value

@@ -8,7 +8,6 @@ replicas of the admitted jobs (PENDING, RUNNING or CANCELLING) whose worker pool
 
 from __future__ import annotations
 
-import base64
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -35,6 +34,7 @@ from trainworks.services.errors import (
     not_found,
 )
 from trainworks.services.ids import new_numeric_id
+from trainworks.services.listing import id_page_token, read_id_page_token
 from trainworks.services.naming import parent_name
 from trainworks.services.operations import OperationService, operation_wire
 from trainworks.services.persistent_resource_validation import (
@@ -170,20 +170,6 @@ def resource_wire(row: PersistentResourceRow, used: Mapping[str, int] | None = N
     return out
 
 
-def _page_token(resource_id: str) -> str:
-    return base64.urlsafe_b64encode(resource_id.encode()).decode()
-
-
-def _untoken(token: str) -> str:
-    try:
-        value = base64.urlsafe_b64decode(token.encode()).decode()
-    except (ValueError, UnicodeDecodeError):
-        value = ""
-    if not value or len(value) > 63:
-        raise invalid_argument([FieldViolation("page_token", "invalid page token")])
-    return value
-
-
 # ------------------------------------------------------------------ update masks
 _MUTABLE = {
     "display_name",
@@ -283,7 +269,7 @@ class PersistentResourceService:
         if page_size < 0:
             raise invalid_argument([FieldViolation("page_size", "must not be negative")])
         size = DEFAULT_PAGE_SIZE if page_size == 0 else min(page_size, MAX_PAGE_SIZE)
-        after = _untoken(page_token) if page_token else None
+        after = read_id_page_token(page_token, 63) if page_token else None
         number = self.projects.number(project, location)
         rows = self.store.page(number, location, after, size + 1)
         used = self._used(rows[:size])
@@ -291,7 +277,7 @@ class PersistentResourceService:
         if rows:  # proto3 JSON omits an empty repeated field
             out["persistentResources"] = [resource_wire(r, used.get(key_of(r))) for r in rows[:size]]
         if len(rows) > size:
-            out["nextPageToken"] = _page_token(rows[size - 1].resource_id)
+            out["nextPageToken"] = id_page_token(rows[size - 1].resource_id)
         return out
 
     # -------------------------------------------------------------- create

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from trainworks.resources.wire import now_utc
 from trainworks.store.database import Database
@@ -41,21 +43,39 @@ class OperationStore:
     def finish(
         self, op_id: int, response: dict[str, Any] | None = None, error: dict[str, Any] | None = None
     ) -> None:
-        now = now_utc()
+        with self.db.session() as session:
+            finish_in(session, op_id, response, error, now_utc())
+
+    def set_progress(self, op_id: int, message: str) -> None:
+        """`progressMessage` of a running operation's metadata (Create/Update/Reboot metadata have one)."""
         with self.db.session() as session:
             row = session.get(OperationRow, op_id)
-            if row is None or row.done:
+            if row is None or row.done or row.metadata_.get("progressMessage") == message:
                 return
             metadata = dict(row.metadata_)
-            generic = dict(metadata.get("genericMetadata", {}))
-            generic["updateTime"] = now.isoformat()
-            metadata["genericMetadata"] = generic
-            session.execute(
-                update(OperationRow)
-                .where(OperationRow.id == op_id)
-                .values(done=True, response=response, error=error, update_time=now, metadata_=metadata)
-            )
+            metadata["progressMessage"] = message
+            session.execute(update(OperationRow).where(OperationRow.id == op_id).values(metadata_=metadata))
 
     def remove(self, op_id: int) -> bool:
         with self.db.session() as session:
             return bool(session.execute(delete(OperationRow).where(OperationRow.id == op_id)).rowcount)
+
+
+def finish_in(
+    session: Session,
+    op_id: int,
+    response: dict[str, Any] | None,
+    error: dict[str, Any] | None,
+    now: datetime,
+) -> None:
+    """Complete an operation inside the caller's transaction (a resource change and its LRO land together)."""
+    row = session.get(OperationRow, op_id)
+    if row is None or row.done:
+        return
+    metadata = dict(row.metadata_)
+    metadata["genericMetadata"] = {**metadata.get("genericMetadata", {}), "updateTime": now.isoformat()}
+    session.execute(
+        update(OperationRow)
+        .where(OperationRow.id == op_id)
+        .values(done=True, response=response, error=error, update_time=now, metadata_=metadata)
+    )

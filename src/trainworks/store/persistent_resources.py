@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 from trainworks.resources.persistent_resource import PersistentResourceState
 from trainworks.resources.wire import now_utc
 from trainworks.store.database import Database
-from trainworks.store.tables import OperationRow, PersistentResourceRow, PersistentResourceSpanRow
+from trainworks.store.operations import OperationStore, finish_in
+from trainworks.store.tables import PersistentResourceRow, PersistentResourceSpanRow
 
 Key = tuple[str, str, str]  # project number, location, resource ID
 
@@ -140,14 +141,7 @@ class PersistentResourceStore:
 
     # -------------------------------------------------------------- operations
     def set_progress(self, op_id: int, message: str) -> None:
-        """`progressMessage` of a Create/Update/Reboot operation's metadata, while it runs."""
-        with self.db.session() as session:
-            row = session.get(OperationRow, op_id)
-            if row is None or row.done or row.metadata_.get("progressMessage") == message:
-                return
-            metadata = dict(row.metadata_)
-            metadata["progressMessage"] = message
-            session.execute(update(OperationRow).where(OperationRow.id == op_id).values(metadata_=metadata))
+        OperationStore(self.db).set_progress(op_id, message)
 
     def finish_operation(
         self,
@@ -161,18 +155,7 @@ class PersistentResourceStore:
         it is still the resource's operation) or remove the resource (a finished deletion)."""
         now = now_utc()
         with self.db.session() as session:
-            op = session.get(OperationRow, op_id)
-            if op is not None and not op.done:
-                metadata = dict(op.metadata_)
-                metadata["genericMetadata"] = {
-                    **metadata.get("genericMetadata", {}),
-                    "updateTime": now.isoformat(),
-                }
-                session.execute(
-                    update(OperationRow)
-                    .where(OperationRow.id == op_id)
-                    .values(done=True, response=response, error=error, update_time=now, metadata_=metadata)
-                )
+            finish_in(session, op_id, response, error, now)
             if not remove:
                 session.execute(
                     update(PersistentResourceRow)

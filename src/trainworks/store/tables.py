@@ -83,6 +83,8 @@ class ReplicaRow(Base):
     preempt_requested: Mapped[bool] = mapped_column(
         Boolean, nullable=False, default=False, server_default="false"
     )
+    # Where a backend that does not run the replica as a local process keeps it, e.g. "slurm:<conf>:<job id>".
+    backend_ref: Mapped[str | None] = mapped_column(Text, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
@@ -135,6 +137,38 @@ class PersistentResourceRow(Base):
     start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     __table_args__ = (Index("ix_persistent_resources_state", "state"),)
+
+
+class ClusterRow(Base):
+    """A ModelDevelopmentCluster (training cluster) and what the controller realized of it on Slurm."""
+
+    __tablename__ = "model_development_clusters"
+
+    project_number: Mapped[str] = mapped_column(String(20), primary_key=True)
+    location: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cluster_id: Mapped[str] = mapped_column(String(10), primary_key=True)
+    uid: Mapped[int] = mapped_column(BigInteger, nullable=False, unique=True)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
+    state: Mapped[int] = mapped_column(Integer, nullable=False)
+    detail: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
+    # The user-settable part as canonical proto JSON, as reported (nodeImage empty until an update sets it).
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    # An accepted update the controller has still to apply (state UPDATING): {"spec", "realized"}.
+    pending: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Service-side state: the image each pool runs, the service scripts release, ... (never on the wire).
+    realized: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
+    nodes: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False, default=list)
+    events: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False, default=list)
+    # First of the block of loopback ports its Slurm daemons listen on.
+    slurm_port: Mapped[int] = mapped_column(Integer, nullable=False, unique=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    __table_args__ = (Index("ix_model_development_clusters_state", "state"),)
 
 
 class PersistentResourceSpanRow(Base):
