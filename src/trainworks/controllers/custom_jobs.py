@@ -15,17 +15,12 @@ How a job ends or restarts (docs/state-machines.md has the whole picture):
 * disableRetries turns every restart off.
 Before a restart or an end, every replica is stopped: SIGTERM to its process group, SIGKILL after the grace.
 
-A job that a gang backend accepts (Slurm: backends/slurm.py) is submitted whole instead, and each replica row
-keeps its backend_ref. The job stays PENDING (with the backend's reason) until the backend runs it; the
-backend's preemption or requeue takes the preemption path, its time limit the timeout failure, and a lost
-replica restarts the whole job (a gang cannot restart one member). Teardown is the backend's cancel for a
-cancelled job, otherwise SIGTERM through the backend; SIGKILL after the grace either way.
+A job that a gang backend accepts (Slurm) is submitted whole instead: controllers/gang_jobs.py.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import random
 import shutil
 import signal
@@ -42,19 +37,33 @@ from trainworks.backends.base import (
     LaunchError,
     Phase,
     ProcessHandle,
-    ReplicaStatus,
 )
 from trainworks.backends.commands import TaskError
 from trainworks.backends.gpus import devices_of
 from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
 from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES
+from trainworks.controllers.gang_jobs import GangJobs
+from trainworks.controllers.job_policy import (
+    FLEX_START_DEFAULT_WAIT,
+    MAX_JOB_RETRIES,
+    MAX_PREEMPTION_RESTARTS,
+    MAX_WORKER_RESTARTS,
+    TRANSIENT_EXIT_CODES,
+    is_flex_start,
+    is_spot,
+    job_timeout,
+    preemption_chance,
+    restart_whole_job_on_worker_restart,
+    restarts_of,
+    retries_disabled,
+    scheduling_of,
+)
 from trainworks.controllers.launcher import ReplicaLauncher, task_name
 from trainworks.controllers.loop import ReconcileLoop
 from trainworks.controllers.ports import free_port
 from trainworks.controllers.service_log import log_service
-from trainworks.resources.custom_job import DEFAULT_TIMEOUT
-from trainworks.resources.enums import JobState, Strategy
+from trainworks.resources.enums import JobState
 from trainworks.resources.status import Code, status_dict
 from trainworks.resources.wire import format_timestamp, now_utc, parse_duration, parse_timestamp
 from trainworks.scheduling.admission import plan_admissions
@@ -68,12 +77,6 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 S = JobState
-MAX_PREEMPTION_RESTARTS = 6  # Spot VMs: "Compute Engine tries to restart the job up to six times"
-MAX_JOB_RETRIES = 3  # transient crashes and lost workers that restart the whole job
-MAX_WORKER_RESTARTS = 5  # a lost worker restarted on its own
-TRANSIENT_EXIT_CODES = {134, 139, 6, 11}  # SIGABRT, SIGSEGV (as 128+n, or raw from some runtimes)
-FLEX_START_DEFAULT_WAIT = timedelta(hours=24)
-FLEX_START_MAX_RUN = timedelta(days=7)
 
 
 def _tail(path: Path, lines: int = 20, max_bytes: int = 8192) -> str:
@@ -94,43 +97,7 @@ def _handle(replica: ReplicaRow) -> ProcessHandle | None:
     return ProcessHandle(pid=replica.pid, pid_start=replica.pid_start or 0)
 
 
-def _scheduling(job: CustomJobRow) -> dict[str, Any]:
-    return job.spec["jobSpec"].get("scheduling") or {}
-
-
-def _job_timeout(job: CustomJobRow) -> timedelta:
-    scheduling = _scheduling(job)
-    timeout = parse_duration(scheduling["timeout"]) if scheduling.get("timeout") else DEFAULT_TIMEOUT
-    return min(timeout, FLEX_START_MAX_RUN) if is_flex_start(job) else timeout
-
-
-def is_flex_start(job: CustomJobRow) -> bool:
-    return _scheduling(job).get("strategy") in (Strategy.FLEX_START.name, int(Strategy.FLEX_START))
-
-
-def is_spot(job: CustomJobRow) -> bool:
-    strategy = _scheduling(job).get("strategy")
-    return strategy in (Strategy.SPOT.name, int(Strategy.SPOT))
-
-
-def _retries_disabled(job: CustomJobRow) -> bool:
-    return bool(_scheduling(job).get("disableRetries"))
-
-
-def _restart_whole_job_on_worker_restart(job: CustomJobRow) -> bool:
-    return bool(_scheduling(job).get("restartJobOnWorkerRestart")) and not _retries_disabled(job)
-
-
-def preemption_chance(rate_per_hour: float, seconds: float) -> float:
-    """Probability of at least one preemption in `seconds` for a Poisson rate per replica-hour. Pure."""
-    return 1.0 - math.exp(-rate_per_hour * max(seconds, 0.0) / 3600.0)
-
-
-def _restarts_of(job: CustomJobRow, *kinds: str) -> int:
-    return sum(1 for entry in job.history or [] if entry.get("kind") in kinds)
-
-
-class CustomJobController(ReconcileLoop):
+class CustomJobController(GangJobs, ReconcileLoop):
     name = "custom-job-controller"
 
     def __init__(
@@ -216,7 +183,7 @@ class CustomJobController(ReconcileLoop):
         """FLEX_START waits for all replicas together, up to maxWaitDuration (default 24 h, 0: forever)."""
         if not is_flex_start(job):
             return False
-        raw = _scheduling(job).get("maxWaitDuration")
+        raw = scheduling_of(job).get("maxWaitDuration")
         limit = parse_duration(raw) if raw else FLEX_START_DEFAULT_WAIT
         if limit <= timedelta(0):
             return False
@@ -243,7 +210,7 @@ class CustomJobController(ReconcileLoop):
             return False
         state = S(job.state)
         if job.outcome is None and job.start_time is not None and state != S.JOB_STATE_CANCELLING:
-            timeout = _job_timeout(job)
+            timeout = job_timeout(job)
             if now_utc() - job.start_time > timeout:  # whatever its retries
                 self._fail(
                     job,
@@ -475,8 +442,8 @@ class CustomJobController(ReconcileLoop):
         transient = code in TRANSIENT_EXIT_CODES
         if (
             transient
-            and not _retries_disabled(job)
-            and _restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES
+            and not retries_disabled(job)
+            and restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES
         ):
             self._restart(job, "transient", f"The replica {task} crashed ({detail or code}).")
             return
@@ -485,10 +452,10 @@ class CustomJobController(ReconcileLoop):
     def _lost(self, job: CustomJobRow, replica: ReplicaRow) -> None:
         task = task_name(replica)
         what = f"The replica {task} was lost: its process ended without reporting an exit status"
-        if _retries_disabled(job):
+        if retries_disabled(job):
             self._fail(job, Code.INTERNAL, f"{what} (was it killed from outside?); retries are disabled.")
-        elif _restart_whole_job_on_worker_restart(job):
-            if _restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES:
+        elif restart_whole_job_on_worker_restart(job):
+            if restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES:
                 self._restart(job, "internal", f"{what}; restartJobOnWorkerRestart is set.")
             else:
                 self._fail(
@@ -522,13 +489,13 @@ class CustomJobController(ReconcileLoop):
     def _preempt(self, job: CustomJobRow, tasks: list[str], by: str | None = None) -> None:
         """`by`: what preempted the replicas, when it was not a Spot VM reclaim (Slurm)."""
         notice = self.settings.preemption_notice_seconds
-        preemptions = _restarts_of(job, "preemption") + 1
+        preemptions = restarts_of(job, "preemption") + 1
         names = ", ".join(tasks)
         what = f"{by}: {names} was preempted" if by else f"the Spot VM of {names} was preempted"
-        if _retries_disabled(job) or preemptions > MAX_PREEMPTION_RESTARTS:
+        if retries_disabled(job) or preemptions > MAX_PREEMPTION_RESTARTS:
             limit = (
                 "retries are disabled"
-                if _retries_disabled(job)
+                if retries_disabled(job)
                 else (f"it was already restarted {MAX_PREEMPTION_RESTARTS} times")
             )
             self._decide(
@@ -549,156 +516,6 @@ class CustomJobController(ReconcileLoop):
         self.jobs.update_replica(
             replica.id, phase=phase.value, exit_code=code, detail=detail or None, ended_at=now_utc()
         )
-
-    # -------------------------------------------------------------- gang backends
-    def _gang_of(self, replicas: list[ReplicaRow]) -> GangBackend | None:
-        """The gang backend this attempt was submitted to (its replicas carry backend_refs), if any."""
-        if self.gang is not None and any(r.backend_ref for r in replicas):
-            return self.gang
-        return None
-
-    def _gang_for(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> GangBackend | None:
-        """The gang backend this attempt runs on: the one it went to, or one that takes it (TaskError when
-        the job asks for one that cannot)."""
-        gang = self._gang_of(replicas)
-        if gang is None and self.gang is not None and self.gang.accepts(job):
-            gang = self.gang
-        return gang
-
-    @staticmethod
-    def _gang_members(replicas: list[ReplicaRow]) -> list[tuple[str, Path]]:
-        return [(r.backend_ref or "", Path(r.run_dir)) for r in replicas]
-
-    def _start_gang(
-        self, job: CustomJobRow, replicas: list[ReplicaRow], pythons: dict[int, Path], gang: GangBackend
-    ) -> bool:
-        """Submit the attempt once; it stays PENDING, with the backend's reason, until the backend runs it."""
-        try:
-            if any(r.backend_ref is None for r in replicas):
-                self._submit_gang(job, replicas, pythons, gang)
-                return True
-            statuses = gang.poll_gang(self._gang_members(replicas))
-        except BackendUnavailable as exc:
-            log.warning("job %s: %s backend unavailable: %s", job.id, gang.name, exc)
-            return True
-        if all(s.phase == Phase.PENDING for s in statuses):
-            reason = statuses[0].detail or "waiting"
-            if reason != job.waiting_reason:
-                self.jobs.set_fields(job.id, waiting_reason=reason)
-                job.waiting_reason = reason
-                log_service(self.job_dir(job), f"Waiting for the job to start: {reason}.")
-            return True
-        if any(s.phase in (Phase.RUNNING, Phase.EXITED) for s in statuses):
-            self._gang_running(job, replicas)
-        return self._watch_gang(job, replicas, statuses)
-
-    def _submit_gang(
-        self, job: CustomJobRow, replicas: list[ReplicaRow], pythons: dict[int, Path], gang: GangBackend
-    ) -> None:
-        taken = self.jobs.ports_in_use() - {r.port for r in replicas}
-        try:
-            request = self.launcher.gang_request(job, replicas, pythons, taken, _job_timeout(job))
-            # Submitted before a crash but never recorded: adopt it rather than submit it twice.
-            refs = gang.find_gang(request) or gang.launch_gang(request)
-        except (TaskError, LaunchError) as exc:
-            self._preparing.pop(job.id, None)
-            self._fail(job, Code.FAILED_PRECONDITION, f"The job could not be submitted to {gang.name}: {exc}")
-            return
-        log_service(self.job_dir(job), "Waiting for training program to start.")
-        for replica, ref, slot in zip(replicas, refs, request.context.slots, strict=True):
-            self.jobs.update_replica(replica.id, phase="running", backend_ref=ref, port=slot.port)
-        self._preparing.pop(job.id, None)
-        log_service(self.job_dir(job), f"Submitted as {gang.describe(refs)}.")
-
-    def _gang_running(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> None:
-        """The backend started every replica together: the job is RUNNING from now."""
-        if not self.jobs.transition(
-            job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING, waiting_reason=None
-        ):
-            return
-        now = now_utc()
-        if job.start_time is None:  # startTime is the first entry into RUNNING
-            self.jobs.set_fields(job.id, start_time=now)
-            job.start_time = now
-        for replica in replicas:
-            if replica.started_at is None:
-                self.jobs.update_replica(replica.id, started_at=now)
-        log_service(self.job_dir(job), "Job is running.")
-
-    def _watch_gang(
-        self, job: CustomJobRow, replicas: list[ReplicaRow], statuses: list[ReplicaStatus]
-    ) -> bool:
-        """One look at a gang: preemption and the time limit first (they kill replicas too), then exits."""
-        current = [(r, s) for r, s in zip(replicas, statuses, strict=True) if r.phase == "running"]
-        preempted = [(r, s) for r, s in current if s.phase == Phase.PREEMPTED]
-        if preempted:
-            self._preempt(job, [task_name(r) for r, _ in preempted], by=preempted[0][1].detail)
-            return True
-        timed_out = next((s for _, s in current if s.phase == Phase.TIMEOUT), None)
-        if timed_out is not None:
-            timeout = int(_job_timeout(job).total_seconds())
-            message = f"The job ran longer than its timeout of {timeout}s ({timed_out.detail})."
-            self._fail(job, Code.DEADLINE_EXCEEDED, message)
-            return True
-        for replica, status in current:
-            if status.phase in (Phase.RUNNING, Phase.PENDING):
-                continue
-            self._record_exit(replica, status.phase, status.exit_code, status.detail)
-            if status.phase == Phase.LOST:
-                self._gang_lost(job, replica, status.detail)
-                return True
-            log_service(
-                self.job_dir(job), f"Task {task_name(replica)} completed. Exit code ({status.exit_code})."
-            )
-            if status.exit_code != 0:
-                self._crashed(job, replica, status.exit_code or 0, status.detail)
-                return True
-            if replica.pool == 0 and replica.replica_index == 0:
-                self._decide(job, S.JOB_STATE_SUCCEEDED)
-                return True
-        return True
-
-    def _gang_lost(self, job: CustomJobRow, replica: ReplicaRow, detail: str) -> None:
-        """A gang cannot restart one member: a lost replica restarts the whole job (at most 3 times)."""
-        what = f"The replica {task_name(replica)} was lost: {detail or 'it ended without an exit status'}"
-        if _retries_disabled(job):
-            self._fail(job, Code.INTERNAL, f"{what}; retries are disabled.")
-        elif _restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES:
-            self._restart(job, "internal", f"{what}.")
-        else:
-            self._fail(job, Code.INTERNAL, f"{what}; the job was already retried {MAX_JOB_RETRIES} times.")
-
-    def _stop_gang(self, job: CustomJobRow, replicas: list[ReplicaRow], gang: GangBackend) -> bool:
-        """The backend's cancel for a cancelled job, SIGTERM otherwise; SIGKILL after the grace. The first
-        call always reaches the backend, so a requeued job waiting to run again is removed too. True while
-        some replica still runs."""
-        assert job.outcome is not None
-        rows = [r for r in replicas if r.backend_ref and r.phase == "running"]
-        statuses = gang.poll_gang(self._gang_members(rows)) if rows else []
-        alive = False
-        for replica, status in zip(rows, statuses, strict=True):
-            if status.phase in (Phase.RUNNING, Phase.PENDING):
-                alive = True
-            elif status.phase == Phase.LOST and replica.started_at is None:
-                self.jobs.update_replica(replica.id, phase="skipped")  # removed before it ever ran
-            else:
-                self._record_exit(replica, status.phase, status.exit_code, status.detail or "stopped")
-        refs = [r.backend_ref for r in replicas if r.backend_ref]
-        now = now_utc()
-        if job.teardown_started is None:
-            if alive:
-                log_service(self.job_dir(job), "Tearing down training program.")
-            if job.outcome.get("state") == int(S.JOB_STATE_CANCELLED):
-                gang.cancel_gang(refs)
-            else:
-                gang.signal_gang(refs, signal.SIGTERM)
-            self.jobs.set_fields(job.id, teardown_started=now)
-            job.teardown_started = now
-        elif alive:
-            grace = float(job.outcome.get("grace", self.settings.cancel_grace_seconds))
-            if now - job.teardown_started > timedelta(seconds=grace):
-                gang.signal_gang(refs, signal.SIGKILL)
-        return alive
 
     # -------------------------------------------------------------- teardown
     def _tear_down(self, job: CustomJobRow) -> bool:
