@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from trainworks.controllers.ports import free_block
+from trainworks.ports import free_block
 from trainworks.slurm.daemons import LocalSlurm
 
 try:

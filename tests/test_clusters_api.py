@@ -474,7 +474,8 @@ def test_update_resumes_after_a_server_crash(tmp_path: Path) -> None:
 
             def cpu1_replaced() -> bool:
                 got = client.get(f"{BASE}/dur1").json()
-                return any(
+                states = {n["instanceName"]: n["nodeState"] for n in got["clusterStatus"]["nodesStatus"]}
+                return states.get("dur1-cpu-1") == "RUNNING" and any(
                     e["eventType"] == "VM_REPORT_AND_REPLACEMENT" and "dur1-cpu-1" in e["eventMessage"]
                     for e in got.get("clusterEvents", [])
                 )

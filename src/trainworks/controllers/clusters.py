@@ -296,7 +296,12 @@ class ClusterController(ReconcileLoop):
                 slurm.drain(drain, "node image update: recreating")
                 for name in drain:
                     self._event(row, "VM_SLURM_DRAIN", f"{name} drained to move it to a new node image.")
-            self.store.set_fields(key_of(row), pending=pending)
+            # every node to recreate shows UPDATING before the first one is replaced
+            fresh_row = self.store.get(key_of(row)) or row
+            recreating = {n.name for n in targets}
+            self.store.set_fields(
+                key_of(row), pending=pending, nodes=self._statuses(fresh_row, new, recreating=recreating)
+            )
             if row.operation_id is not None and targets:
                 self.store.set_progress(
                     row.operation_id, f"Recreating {len(targets)} node(s) on a new image."
@@ -318,16 +323,19 @@ class ClusterController(ReconcileLoop):
             self._event(row, kind, f"{slot.name}: {what}; now on image {slot.image}.")
             done.append(slot.name)
             pending["recreated"] = done
-            self.store.set_fields(key_of(row), pending=pending)
-        waiting = {n.name for n in targets} - set(done)
-        if waiting:
+            # its new instance is recorded with the step, so a crash right after cannot lose it
             fresh_row = self.store.get(key_of(row)) or row
+            recreating = {n.name for n in targets} - set(done)
+            nodes = self._statuses(fresh_row, new, recreating=recreating, fresh={slot.name})
+            self.store.set_fields(key_of(row), pending=pending, nodes=nodes)
+        waiting = {n.name for n in targets} - set(done)
+        fresh_row = self.store.get(key_of(row)) or row
+        if waiting:
             nodes = self._statuses(fresh_row, new, recreating=waiting)
             if nodes != fresh_row.nodes:
                 self.store.set_fields(key_of(row), nodes=nodes)
             return True
-        fresh_row = self.store.get(key_of(row)) or row
-        nodes = self._statuses(fresh_row, new, fresh=set(done))
+        nodes = self._statuses(fresh_row, new)
         moved = self.store.transition(
             key_of(row),
             [C.UPDATING],

@@ -61,8 +61,8 @@ from trainworks.controllers.job_policy import (
 )
 from trainworks.controllers.launcher import ReplicaLauncher, task_name
 from trainworks.controllers.loop import ReconcileLoop
-from trainworks.controllers.ports import free_port
 from trainworks.controllers.service_log import log_service
+from trainworks.ports import free_port
 from trainworks.resources.enums import JobState
 from trainworks.resources.status import Code, status_dict
 from trainworks.resources.wire import format_timestamp, now_utc, parse_duration, parse_timestamp

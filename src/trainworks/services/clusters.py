@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainworks.catalog.node_images import ImageCatalog
-from trainworks.controllers.ports import free_block
+from trainworks.ports import free_block
 from trainworks.resources.model_development_cluster import ClusterState, ModelDevelopmentCluster, input_dict
 from trainworks.resources.status import Code
 from trainworks.resources.wire import format_timestamp, now_utc

@@ -1,4 +1,4 @@
-"""Free loopback ports for replicas, never handed to two live replicas at once."""
+"""Free loopback ports: one per replica (never two live replicas on one), and blocks for clusters."""
 
 from __future__ import annotations
 
