@@ -46,6 +46,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/scheduling_pass.py
 	$(BIN)/python benchmarks/tuning_regret.py
 	$(BIN)/python benchmarks/slurm_clusters.py
+	$(BIN)/python benchmarks/submit_staging.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

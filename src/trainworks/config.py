@@ -21,6 +21,8 @@ class Settings:
     api_tokens: frozenset[str] = frozenset()  # bearer tokens or API keys; empty = no auth
     bucket_root: Path | None = None
     gcs_protocol: str = "file"  # "gcs" sends gs:// to real Cloud Storage through gcsfs
+    # This server's own URL, which replicas get as STORAGE_EMULATOR_HOST (with local buckets only).
+    storage_url: str | None = None
     cancel_grace_seconds: float = 10.0
     inventory_path: Path | None = None  # regions, zones, machines and quotas; None: elastic local capacity
     preemption_notice_seconds: float = 30.0  # SIGTERM to SIGKILL when a SPOT replica is preempted

@@ -12,6 +12,8 @@ from trainworks import __version__
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import install_error_handlers
 from trainworks.api.routers import clusters, costs, custom_jobs, operations, persistent_resources, tuning_jobs
+from trainworks.api.routers.capacity import router as capacity_router
+from trainworks.api.routers.storage import router as storage_router
 from trainworks.config import Settings
 from trainworks.services.container import Services, build_services
 
@@ -37,10 +39,12 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         app.include_router(persistent_resources.router(prefix))
         app.include_router(tuning_jobs.router(prefix))
     app.include_router(clusters.router("/v1beta1"))  # a v1beta1-only resource
+    app.include_router(storage_router())  # the Cloud Storage JSON API subset (STORAGE_EMULATOR_HOST)
     for prefix in ("/v1", "/v1beta1", "/ui"):
         app.include_router(operations.router(prefix))
     app.include_router(custom_jobs.extensions_router())
     app.include_router(costs.router())
+    app.include_router(capacity_router())
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

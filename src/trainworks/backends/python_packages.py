@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import site
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from trainworks.backends.host_python import server_site_packages, site_pth, venv_flags
 from trainworks.storage.gcs import ObjectStore, parse_gcs_uri
 
 
@@ -75,12 +75,14 @@ class PackageEnvironments:
 
     def _write_pth(self, env_dir: Path) -> None:
         lib = next((env_dir / "lib").glob("python3*/site-packages"))
-        parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
-        (lib / "_trainworks_executor.pth").write_text("\n".join(parents) + "\n")
+        (lib / "_trainworks_executor.pth").write_text(site_pth(server_site_packages()))
 
     def _build(self, env_dir: Path, packages: list[Path]) -> None:
         run = subprocess.run(
-            [sys.executable, "-m", "venv", str(env_dir)], capture_output=True, text=True, timeout=600
+            [sys.executable, "-m", "venv", *venv_flags(), str(env_dir)],
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         if run.returncode != 0:
             raise PackageInstallError(f"could not create a virtual environment: {run.stderr.strip()}")

@@ -43,7 +43,7 @@ Key = tuple[str, str, str]  # project number, location, resource ID
 _PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
 _STARTUP_PREFIXES = ("PYTHON", "LANG", "LC_")
 # Start-up variables a forked replica can honour itself; any other must be what the zygote started with.
-_EMULATED = frozenset({"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"})
+_EMULATED = frozenset({"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONUSERBASE"})
 _START_TIMEOUT = 600.0
 _CONNECT_TIMEOUT = 10.0
 

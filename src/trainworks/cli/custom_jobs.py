@@ -1,7 +1,7 @@
 """`trainworks custom-jobs`: create and manage custom training jobs, modelled on `gcloud ai custom-jobs`.
 
-Only the commands live here: flag parsing is in `pool_specs`, output in `render`, and the shared options,
-client and error handling in `common`.
+Only the commands live here: flag parsing is in `pool_specs`, output in `render`, the shared options,
+client and error handling in `common`, and packaging of --local-package-path in `submit.autopackage`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,16 @@ from trainworks.cli.common import (
     poll_until_done,
     require_region,
 )
-from trainworks.cli.pool_specs import build_custom_job
+from trainworks.cli.pool_specs import (
+    FlagError,
+    LocalPackage,
+    build_custom_job,
+    check_local_package_flags,
+    split_lists,
+)
 from trainworks.cli.render import (
     OutputFormat,
+    _console,
     print_data,
     print_job_summary,
     print_job_table,
@@ -36,6 +43,14 @@ from trainworks.cli.render import (
     print_status,
 )
 from trainworks.client.rest import ApiError
+from trainworks.submit.autopackage import (
+    AutopackageError,
+    PackageBuildError,
+    PackagePlan,
+    plan_package,
+    stage_package,
+)
+from trainworks.submit.storage import CodeStore, StagingError
 
 app = typer.Typer(
     name="custom-jobs",
@@ -101,14 +116,63 @@ def create(
     persistent_resource_id: Annotated[str | None, typer.Option("--persistent-resource-id")] = None,
     enable_web_access: Annotated[bool, typer.Option("--enable-web-access")] = False,
     enable_dashboard_access: Annotated[bool, typer.Option("--enable-dashboard-access")] = False,
+    local_package_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--local-package-path",
+            help="Folder of local code to package (an sdist; its own setup.py or pyproject.toml if it has "
+            "one), stage in --staging-bucket and run in every pool without a container-image-uri.",
+        ),
+    ] = None,
+    script: Annotated[
+        str | None,
+        typer.Option(
+            "--script",
+            help="Python file in --local-package-path to run, e.g. trainer/task.py (trainer.task).",
+        ),
+    ] = None,
+    python_module: Annotated[
+        str | None, typer.Option("--python-module", help="Module of the package to run, instead of --script.")
+    ] = None,
+    executor_image_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--executor-image-uri",
+            help="Image that runs the package, unless a --worker-pool-spec names its executor-image-uri.",
+        ),
+    ] = None,
+    requirements: Annotated[
+        list[str] | None,
+        typer.Option("--requirements", metavar="PACKAGE,...", help="Requirements of the package to install."),
+    ] = None,
+    staging_bucket: Annotated[
+        str | None,
+        typer.Option(
+            "--staging-bucket",
+            envvar="TRAINWORKS_STAGING_BUCKET",
+            help="gs://BUCKET the package is uploaded to (under trainworks-packages/).",
+        ),
+    ] = None,
     region: RegionOpt = None,
     project: ProjectOpt = "default",
     endpoint: EndpointOpt = DEFAULT_ENDPOINT,
     api_key: ApiKeyOpt = None,
     format: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Create a custom job from --worker-pool-spec flags and/or a --config file."""
+    """Create a custom job from --worker-pool-spec flags and/or a --config file, optionally running local
+    code from --local-package-path."""
     location = require_region(region)
+    check_local_package_flags(local_package_path, script, python_module, requirements, executor_image_uri)
+    plan: PackagePlan | None = None
+    local: LocalPackage | None = None
+    if local_package_path is not None:
+        try:
+            plan = plan_package(
+                local_package_path, staging_bucket, script, python_module, split_lists(requirements)
+            )
+        except AutopackageError as exc:
+            raise FlagError(exc.flag, exc.message) from None
+        local = LocalPackage(plan.uri, plan.module, executor_image_uri)
     body = build_custom_job(
         display_name=display_name,
         worker_pool_specs=worker_pool_spec,
@@ -125,7 +189,10 @@ def create(
         persistent_resource_id=persistent_resource_id,
         enable_web_access=enable_web_access,
         enable_dashboard_access=enable_dashboard_access,
+        local_package=local,
     )
+    if plan is not None:
+        _stage(plan, endpoint, api_key, format == OutputFormat.human)
     with make_client(endpoint, api_key) as client:
         job = client.create_custom_job(f"projects/{project}/locations/{location}", body)
     if format != OutputFormat.human:
@@ -141,6 +208,48 @@ def create(
         "or stream its logs with:\n"
         f"  trainworks custom-jobs stream-logs {name}{flags}"
     )
+
+
+def _stage(plan: PackagePlan, endpoint: str, api_key: str | None, human: bool) -> None:
+    """Build and upload the package (a progress bar for humans), or say that it is staged already."""
+    print_status(f"Packaging [{plan.root}] as [{plan.name}] ({len(plan.files)} files).")
+    progress: Any = None
+    task: Any = None
+
+    def started(total: int) -> None:
+        nonlocal progress, task
+        if not human:
+            return
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+        progress = Progress(
+            TextColumn(f"uploading {plan.object_name}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=_console(stderr=True),
+        )
+        progress.start()
+        task = progress.add_task("upload", total=total)
+
+    def advance(done: int) -> None:
+        if progress is not None:
+            progress.update(task, advance=done)
+
+    try:
+        staged = stage_package(
+            CodeStore.for_endpoint(endpoint or DEFAULT_ENDPOINT, api_key), plan, advance, started
+        )
+    except (StagingError, PackageBuildError) as exc:
+        print_status(f"ERROR: {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        if progress is not None:
+            progress.stop()
+    if staged.uploaded:
+        print_status(f"Uploaded the package to [{staged.uri}] ({staged.size} bytes).")
+    else:
+        print_status(f"The package is already staged at [{staged.uri}] (same content): not uploaded again.")
 
 
 @app.command("list")

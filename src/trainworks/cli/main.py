@@ -11,6 +11,7 @@ from trainworks.cli.custom_jobs import app as custom_jobs_app
 from trainworks.cli.hp_tuning_jobs import app as hp_tuning_jobs_app
 from trainworks.cli.persistent_resources import app as persistent_resources_app
 from trainworks.cli.serve import serve
+from trainworks.cli.submit import submit
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Trainworks: Vertex AI compatible training jobs."
@@ -22,6 +23,7 @@ app.add_typer(persistent_resources_app, name="persistent-resources")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(admin_app, name="admin")
 app.command("costs")(costs)
+app.command("submit")(submit)
 
 
 @app.callback()

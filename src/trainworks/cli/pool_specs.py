@@ -1,13 +1,15 @@
 """Turn gcloud-style `custom-jobs create` flags and a --config file into a CustomJob body.
 
 Pure parsing, no network: --worker-pool-spec, ArgList/ArgDict flags (with gcloud's `^D^` separator
-escape), durations, and the --config file merged under the flags.
+escape), durations, the --config file merged under the flags, and the pools that run a package made from
+--local-package-path.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +95,15 @@ WORKER_POOL_SPEC_KEYS: dict[str, type] = {
     "disk-size": int,
 }
 
-#: gcloud keys that build and push an image from local code, which this server cannot do.
-LOCAL_PACKAGING_KEYS = (
-    "local-package-path",
-    "script",
-    "requirements",
-    "extra-packages",
-    "extra-dirs",
-    "output-image-uri",
-)
+#: gcloud keys for packaging local code inside --worker-pool-spec, and what trainworks has instead.
+LOCAL_PACKAGING_KEYS = {
+    "local-package-path": "the --local-package-path flag",
+    "script": "the --script flag (with --local-package-path)",
+    "requirements": "the --requirements flag (with --local-package-path)",
+    "extra-packages": "--python-package-uris",
+    "extra-dirs": "a folder inside --local-package-path",
+    "output-image-uri": "an executor image: trainworks does not build images",
+}
 
 _WORKER_POOL_SPEC_FLAG = "--worker-pool-spec"
 
@@ -112,10 +114,13 @@ def _valid_accelerator_types() -> list[str]:
     return sorted(a.name for a in AcceleratorType if a.name.startswith(("NVIDIA", "TPU")))
 
 
-def parse_worker_pool_spec(value: str, python_package_uris: list[str] | None = None) -> dict[str, Any]:
+def parse_worker_pool_spec(
+    value: str, python_package_uris: list[str] | None = None, local_package: bool = False
+) -> dict[str, Any]:
     """One `--worker-pool-spec` value -> a WorkerPoolSpec (camelCase JSON), checked as gcloud does.
 
-    An empty value gives `{}`, which skips that pool.
+    An empty value gives `{}`, which skips that pool. With `local_package` (--local-package-path), a pool
+    without an image runs the package: `apply_local_package` fills in its executor image and module.
     """
     flag = _WORKER_POOL_SPEC_FLAG
     spec = value.strip()
@@ -124,11 +129,11 @@ def parse_worker_pool_spec(value: str, python_package_uris: list[str] | None = N
     keys = set(parse_dict(spec, flag, None))
     unsupported = sorted(keys.intersection(LOCAL_PACKAGING_KEYS))
     if unsupported:
+        key = unsupported[0]
         raise FlagError(
             flag,
-            f"key [{unsupported[0]}] is not supported: trainworks does not build images from local code. "
-            "Upload a Python package and use executor-image-uri, python-module and --python-package-uris, "
-            "or use container-image-uri",
+            f"key [{key}] is not supported in --worker-pool-spec: use {LOCAL_PACKAGING_KEYS[key]}. "
+            "trainworks packages local code as a Python package run by an executor image",
         )
     fields = parse_dict(spec, flag, WORKER_POOL_SPEC_KEYS)
     if "machine-type" not in fields or not fields["machine-type"]:
@@ -146,11 +151,11 @@ def parse_worker_pool_spec(value: str, python_package_uris: list[str] | None = N
             )
     has_container = "container-image-uri" in fields
     has_executor = "executor-image-uri" in fields
-    if has_container == has_executor:
+    if (has_container and has_executor) or not (has_container or has_executor or local_package):
         raise FlagError(flag, "exactly one of keys [executor-image-uri, container-image-uri] is required")
     if has_container and "python-module" in fields:
         raise FlagError(flag, "key [python-module] is not allowed together with key [container-image-uri]")
-    if has_executor and not fields.get("python-module"):
+    if has_executor and not fields.get("python-module") and not local_package:
         raise FlagError(flag, "key [python-module] is required with key [executor-image-uri]")
     replicas = fields.get("replica-count", 1)
     if replicas < 1:
@@ -171,21 +176,25 @@ def parse_worker_pool_spec(value: str, python_package_uris: list[str] | None = N
     if has_container:
         pool["containerSpec"] = {"imageUri": fields["container-image-uri"]}
     else:
+        package: dict[str, Any] = {"packageUris": list(python_package_uris or [])}
+        if fields.get("executor-image-uri"):
+            package["executorImageUri"] = fields["executor-image-uri"]
+        if fields.get("python-module"):
+            package["pythonModule"] = fields["python-module"]
+        # The wire order of a pythonPackageSpec: image, packages, module.
         pool["pythonPackageSpec"] = {
-            "executorImageUri": fields["executor-image-uri"],
-            "packageUris": list(python_package_uris or []),
-            "pythonModule": fields["python-module"],
+            k: package[k] for k in ("executorImageUri", "packageUris", "pythonModule") if k in package
         }
     return pool
 
 
 def parse_worker_pool_specs(
-    values: list[str], python_package_uris: list[str] | None = None
+    values: list[str], python_package_uris: list[str] | None = None, local_package: bool = False
 ) -> list[dict[str, Any]]:
     """Every `--worker-pool-spec` flag in order: the Nth flag is pool N."""
     if len(values) > 4:
         raise FlagError(_WORKER_POOL_SPEC_FLAG, f"at most 4 worker pools are allowed, got {len(values)}")
-    pools = [parse_worker_pool_spec(v, python_package_uris) for v in values]
+    pools = [parse_worker_pool_spec(v, python_package_uris, local_package) for v in values]
     if pools and not pools[0]:
         raise FlagError(
             _WORKER_POOL_SPEC_FLAG, "empty value is not allowed for the first --worker-pool-spec flag"
@@ -275,6 +284,75 @@ def load_config(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return job, spec
 
 
+# ====================================================================== --local-package-path
+@dataclass(frozen=True)
+class LocalPackage:
+    """The package made from --local-package-path, for the pools that run it."""
+
+    package_uri: str
+    python_module: str | None  # --script or --python-module; a pool's python-module key wins
+    executor_image_uri: str | None  # --executor-image-uri; a pool's executor-image-uri key wins
+
+
+def check_local_package_flags(
+    local_package_path: Path | None,
+    script: str | None,
+    python_module: str | None,
+    requirements: list[str] | None,
+    executor_image_uri: str | None,
+) -> None:
+    """The packaging flags need --local-package-path; --script and --python-module exclude each other."""
+    if local_package_path is None:
+        given = {
+            "--script": script,
+            "--python-module": python_module,
+            "--requirements": requirements,
+            "--executor-image-uri": executor_image_uri,
+        }
+        for flag, value in given.items():
+            if value:
+                raise FlagError(flag, "only applies with --local-package-path (local code to package)")
+    if script and python_module:
+        raise FlagError("--script", "give --script or --python-module, not both")
+
+
+def apply_local_package(pools: list[dict[str, Any]], package: LocalPackage) -> None:
+    """Every pool without a container image runs the package (first in its packageUris), in place."""
+    runs = 0
+    for index, pool in enumerate(pools):
+        if not pool or "containerSpec" in pool:
+            continue  # a skipped pool, or one running its own image (e.g. a reduction server)
+        spec = pool.setdefault("pythonPackageSpec", {})
+        image = spec.get("executorImageUri") or package.executor_image_uri
+        if not image:
+            raise FlagError(
+                "--executor-image-uri",
+                f"worker pool {index} needs an executor image to run the package: pass --executor-image-uri "
+                "or executor-image-uri in its --worker-pool-spec (there is no default image)",
+            )
+        module = spec.get("pythonModule") or package.python_module
+        if not module:
+            raise FlagError(
+                "--script",
+                f"worker pool {index} has no module to run: pass --script (a file in --local-package-path) "
+                "or --python-module, or python-module in its --worker-pool-spec",
+            )
+        extra = [uri for uri in spec.get("packageUris") or [] if uri != package.package_uri]
+        pool["pythonPackageSpec"] = {
+            **spec,
+            "executorImageUri": image,
+            "packageUris": [package.package_uri, *extra],
+            "pythonModule": module,
+        }
+        runs += 1
+    if not runs:
+        raise FlagError(
+            "--local-package-path",
+            "no worker pool runs the package: every pool has a container-image-uri; "
+            "leave container-image-uri out of the pools that should run it",
+        )
+
+
 # ====================================================================== the CustomJob body
 def _merge_env_vars(existing: list[dict[str, Any]], updates: dict[str, str]) -> list[dict[str, Any]]:
     """Env entries of a pool with `updates` replacing same-named ones (appended at the end)."""
@@ -323,6 +401,7 @@ def build_custom_job(
     persistent_resource_id: str | None = None,
     enable_web_access: bool = False,
     enable_dashboard_access: bool = False,
+    local_package: LocalPackage | None = None,
 ) -> dict[str, Any]:
     """The CustomJob body of `create`: --config first, then the flags on top (as gcloud merges them)."""
     job: dict[str, Any] = {}
@@ -331,7 +410,9 @@ def build_custom_job(
         job, spec = load_config(config)
     package_uris = split_lists(python_package_uris)
     if worker_pool_specs:
-        spec["workerPoolSpecs"] = parse_worker_pool_specs(list(worker_pool_specs), package_uris)
+        spec["workerPoolSpecs"] = parse_worker_pool_specs(
+            list(worker_pool_specs), package_uris, local_package is not None
+        )
     pools: list[dict[str, Any]] = spec.get("workerPoolSpecs") or []
     if not pools:
         raise FlagError(
@@ -347,6 +428,8 @@ def build_custom_job(
     for item in env_vars or []:
         env.update(parse_dict(item, "--env-vars"))
     _apply_task_flags(pools, arg_list, command_list, env, package_uris)
+    if local_package is not None:
+        apply_local_package(pools, local_package)
 
     if base_output_dir:
         spec["baseOutputDirectory"] = {"outputUriPrefix": base_output_dir}
@@ -383,7 +466,10 @@ __all__ = [
     "LOCAL_PACKAGING_KEYS",
     "WORKER_POOL_SPEC_KEYS",
     "FlagError",
+    "LocalPackage",
+    "apply_local_package",
     "build_custom_job",
+    "check_local_package_flags",
     "camelize",
     "load_config",
     "parse_dict",

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from trainworks.submit.capacity import LEDGER_LABEL, CapacityLedger
+
 
 class OutputFormat(StrEnum):
     human = "human"
@@ -186,6 +188,11 @@ def _job_rows(
         )
     if job.get("labels"):
         rows.append(("Labels", escape(", ".join(f"{k}={v}" for k, v in sorted(job["labels"].items())))))
+    capacity = (job.get("labels") or {}).get(LEDGER_LABEL)
+    if capacity:
+        steps = [f"{region} {outcome}" for region, outcome in CapacityLedger.parse_label(capacity)]
+        earlier = ["(earlier attempts)"] if capacity.startswith("more__") else []
+        rows.append(("Capacity", escape(" -> ".join(earlier + steps))))
     return rows
 
 

@@ -59,6 +59,15 @@ def resolve_executor(
         )
 
 
+def storage_url(host: str, port: int) -> str:
+    """The URL replicas reach this server at, for STORAGE_EMULATOR_HOST: a wildcard address means loopback."""
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 literal
+    return f"http://{host}:{port}"
+
+
 def serve(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8080, help="Port to listen on."),
@@ -127,6 +136,7 @@ def serve(
         preemption_notice_seconds=preemption_notice,
         insecure_registries=tuple(insecure_registry),
         clusters_root=clusters_dir,
+        storage_url=storage_url(host, port),
     )
     if insecure_registry:
         from trainworks.backends.podman import check_registry

@@ -227,6 +227,28 @@ class TrainworksClient:
         )
         return result
 
+    def get_capacity(
+        self,
+        parent: str,
+        machine_type: str | None = None,
+        accelerator_type: str | None = None,
+        accelerator_count: int = 0,
+    ) -> dict[str, Any]:
+        """Capacity preflight of `parent`: region, stock-out, the project's quota, free machines per zone and,
+        with `machine_type`, `shape` holding that shape's `quotaReplicas`, `capacityReplicas` and
+        `maxReplicas` (null: unlimited)."""
+        params: dict[str, Any] = {}
+        if machine_type:
+            params["machineType"] = machine_type
+        if accelerator_type:
+            params["acceleratorType"] = accelerator_type
+        if accelerator_count:
+            params["acceleratorCount"] = accelerator_count
+        result: dict[str, Any] = self._request(
+            "GET", f"/trainworks/v1/{self._path(parent)}/capacity", params=params
+        )
+        return result
+
     # ------------------------------------------------------------------ persistentResources
     def create_persistent_resource(
         self, parent: str, resource_id: str, body: dict[str, Any]

@@ -16,6 +16,7 @@ from typing import Any
 from trainworks.backends.base import Backend, GangMember, GangRequest, LaunchRequest, ProcessHandle
 from trainworks.backends.commands import TaskError, host_argv, podman_argv, pool_env
 from trainworks.backends.gpus import accelerators_per_replica, detect_gpus, pick, record_devices
+from trainworks.backends.host_python import HostPython, pip_settings
 from trainworks.backends.podman import Podman, container_name, launch_env
 from trainworks.backends.python_packages import PackageEnvironments
 from trainworks.config import Settings
@@ -37,7 +38,19 @@ def host_env() -> dict[str, str]:
     # In host mode the server's Python environment is the executor image: its python comes first.
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     env["PYTHONUNBUFFERED"] = "1"
+    # The executor image's pip settings (index, find-links, build isolation...): offline sites run pip jobs.
+    env.update(pip_settings(os.environ))
     return env
+
+
+def storage_env(settings: Settings) -> dict[str, str]:
+    """STORAGE_EMULATOR_HOST for replicas, so google-cloud-storage and gcsfs reach this server's storage API
+    over the local buckets; nothing when gs:// goes to real Cloud Storage. A job's own env entry wins."""
+    if settings.gcs_protocol != "file" or not settings.storage_url:
+        return {}
+    # gcsfs >= 2025 asks the Storage Control gRPC API (TLS, same host:port) for each bucket's layout first;
+    # this server has none, and every call would stall a minute before falling back to the JSON API.
+    return {"STORAGE_EMULATOR_HOST": settings.storage_url, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -70,6 +83,7 @@ class ReplicaLauncher:
         self.backend = backend
         self.packages = packages
         self.gpus = detect_gpus()
+        self.host_python = HostPython(settings.cache_dir)
 
     def gpu_environment(
         self, job_dir: Path, replica: ReplicaRow, pool: dict[str, Any], busy: set[int]
@@ -165,7 +179,10 @@ class ReplicaLauncher:
         pool: dict[str, Any] = job.spec["jobSpec"]["workerPoolSpecs"][replica.pool]
         slot = ReplicaSlot(replica.pool, replica.replica_index, replica.host, replica.port)
         job_dir = Path(replica.run_dir).parent
-        extra = self.gpu_environment(job_dir, replica, pool, busy_gpus or set())
+        extra = {
+            **storage_env(self.settings),
+            **self.gpu_environment(job_dir, replica, pool, busy_gpus or set()),
+        }
         if context.trial_id:  # where cloudml-hypertune writes this replica's reports
             extra["CLOUD_ML_HP_METRIC_FILE"] = str(Path(replica.run_dir) / METRIC_FILE)
         context = replace(context, extra_env={**context.extra_env, **extra})
@@ -198,7 +215,10 @@ class ReplicaLauncher:
             shim_gcs_root = None  # the supervisor must not unshare its mount namespace around podman
         else:
             argv = host_argv(pool, env, python)
-            process_env = {**host_env(), **env}
+            # The executor environment's python and pip first on PATH, installs in a user base of its own.
+            base = host_env()
+            image = self.host_python.replica_env(Path(replica.run_dir), base["PATH"])
+            process_env = {**base, **image, **env}
         request = LaunchRequest(
             job_id=str(job.id),
             task_name=slot.task_name,
@@ -239,7 +259,7 @@ class ReplicaLauncher:
                 host_argv(pool, {}, python)  # a pool that cannot run fails here, not on the nodes
             except TaskError as exc:
                 raise TaskError(f"{task_name(replica)}: {exc}") from exc
-            extra: dict[str, str] = {}
+            extra = storage_env(self.settings)
             if context.trial_id:
                 extra["CLOUD_ML_HP_METRIC_FILE"] = str(Path(replica.run_dir) / METRIC_FILE)
             members.append(

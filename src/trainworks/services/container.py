@@ -17,6 +17,7 @@ from trainworks.controllers.launcher import host_env
 from trainworks.controllers.persistent_resources import PersistentResourceController, PersistentResourceJobs
 from trainworks.controllers.tuning_jobs import TuningJobController
 from trainworks.scheduling.inventory import load_inventory
+from trainworks.services.capacity import CapacityService
 from trainworks.services.clusters import ClusterService
 from trainworks.services.costs import CostService
 from trainworks.services.custom_jobs import CustomJobService
@@ -27,6 +28,7 @@ from trainworks.services.persistent_resources import PersistentResourceService
 from trainworks.services.projects import Projects
 from trainworks.services.tuning_jobs import TuningJobService
 from trainworks.storage.gcs import ObjectStore
+from trainworks.storage.objects import ObjectService
 from trainworks.store.clusters import ClusterStore
 from trainworks.store.database import Database
 from trainworks.store.jobs import JobStore
@@ -55,6 +57,8 @@ class Services:
     cluster_controller: ClusterController | None = None
     # Runs the jobs that go to Slurm; training clusters route theirs with slurm.add_resolver(...).
     slurm: SlurmBackend | None = None
+    storage: ObjectService | None = None  # the Cloud Storage JSON API over the local buckets
+    capacity: CapacityService | None = None  # the capacity preflight extension
 
     def start(self) -> None:
         self.controller.start()
@@ -159,5 +163,9 @@ def build_services(settings: Settings) -> Services:
         tuning_controller=tuning_controller,
         clusters=clusters,
         cluster_controller=cluster_controller,
+        storage=ObjectService(settings.buckets, settings.home, settings.default_location, projects.number)
+        if settings.gcs_protocol == "file"
+        else None,
         slurm=slurm,
+        capacity=CapacityService(job_store, projects, inventory),
     )

@@ -1,0 +1,1 @@
+"""A toy forecasting package for `trainworks submit` (see run.yaml)."""

@@ -1,0 +1,167 @@
+"""`trainworks submit RUN.yaml`: stage the code, find capacity across regions, submit, and follow the job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from trainworks.cli.common import ApiKeyOpt, FormatOpt, handle_errors
+from trainworks.cli.render import OutputFormat, _console, print_data, print_log_entry, print_status
+from trainworks.submit.capacity import CapacityExhausted, CapacityLedger
+from trainworks.submit.config import RunConfigError, load_run_config
+from trainworks.submit.follow import FollowTimeout, JobFailed
+from trainworks.submit.plan import PlanError
+from trainworks.submit.staging import PackageError
+from trainworks.submit.storage import StagingError
+from trainworks.submit.submitter import JobHandle, submit_run
+from trainworks.submit.targets import make_target
+
+
+class CliEvents:
+    """Progress on stderr (a bar while code uploads), job logs on stdout."""
+
+    def __init__(self, fmt: OutputFormat, quiet: bool = False) -> None:
+        self.fmt = fmt
+        self.quiet = quiet
+        self.progress: Any = None
+        self.task: Any = None
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            print_status(message)
+
+    def warning(self, message: str) -> None:
+        print_status(f"WARNING: {message}")
+
+    def upload_started(self, total: int) -> None:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+        self.progress = Progress(
+            TextColumn("staging code"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=_console(stderr=True),
+            transient=False,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("upload", total=total)
+
+    def upload_progress(self, done: int) -> None:
+        if self.progress is None:
+            return
+        self.progress.update(self.task, advance=done)
+        if self.progress.finished:
+            self.progress.stop()
+            self.progress = None
+
+    def state(self, name: str, state: str) -> None:
+        self.info(f"{name.rsplit('/', 1)[-1]}: {state}")
+
+    def stalled(self, name: str, state: str, seconds: float) -> None:
+        self.warning(f"{name} has been {state} for {seconds:.0f}s without a change")
+
+    def log(self, entry: dict[str, Any]) -> None:
+        print_log_entry(entry, self.fmt)
+
+
+def print_ledger(ledger: CapacityLedger) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"Capacity walk ({ledger.policy})", title_justify="left", box=None, pad_edge=False)
+    for column in ("REGION", "TRY", "OUTCOME", "WORKERS", "DETAIL"):
+        table.add_column(column)
+    for a in ledger.attempts:
+        detail = a.job_name or a.detail
+        workers = "" if a.workers is None else str(a.workers)
+        table.add_row(a.region, str(a.try_number or "-"), a.outcome, workers, escape(detail))
+    _console(stderr=True).print(table)
+
+
+def print_handle(handle: JobHandle, fmt: OutputFormat) -> None:
+    if fmt != OutputFormat.human:
+        print_data(handle.to_dict(), fmt)
+        return
+    console = _console()
+    plan = handle.plan
+    hardware = plan.machine_type + (
+        f" + {plan.accelerator_count} x {plan.accelerator_type}" if plan.accelerator_count else ""
+    )
+    rows = [
+        ("Run", handle.run_id),
+        ("Job", handle.job_name),
+        ("State", handle.state or "submitted"),
+        ("Target", f"{handle.target} / {handle.region}"),
+        ("Workers", f"{plan.worker_count} (asked {plan.requested_workers}) x {hardware}"),
+        ("Code", f"{handle.code.uri} ({'uploaded' if handle.code.uploaded else 'unchanged'})"),
+        ("Config", handle.config_uri),
+        ("Ledger", handle.ledger_uri),
+    ]
+    width = max(len(label) for label, _ in rows) + 2
+    for label, value in rows:
+        console.print(f"[bold]{label + ':':<{width}}[/bold]{value}", soft_wrap=True, markup=True)
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    out = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    return out or None
+
+
+@handle_errors
+def submit(
+    run_file: Annotated[Path, typer.Argument(metavar="RUN.yaml", help="The run configuration.")],
+    region: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--region", metavar="REGION,...", help="Candidate regions in order (overrides regions)."
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Total replicas (overrides workers).")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the job until it ends.")] = False,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--endpoint", help="Server URL (overrides target.endpoint; default $TRAINWORKS_ENDPOINT)."
+        ),
+    ] = None,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Stage the code as a content-hashed zip, walk the regions for capacity, submit, and maybe follow."""
+    try:
+        cfg = load_run_config(run_file).with_overrides(regions=_split(region), workers=workers)
+    except RunConfigError as exc:
+        print_status(f"ERROR: {exc}")
+        raise typer.Exit(2) from None
+    events = CliEvents(format)
+    target = make_target(cfg.target.kind, cfg.target.project, endpoint or cfg.target.endpoint, api_key)
+    try:
+        _run_id, _job_name, handle = submit_run(cfg, target=target, wait=wait, events=events)
+    except (PlanError, PackageError) as exc:
+        print_status(f"ERROR: {exc}")
+        raise typer.Exit(2) from None
+    except StagingError as exc:
+        print_status(f"ERROR: staging failed: {exc}")
+        raise typer.Exit(1) from None
+    except CapacityExhausted as exc:
+        print_ledger(exc.ledger)
+        print_status(f"ERROR: {exc}")
+        raise typer.Exit(1) from None
+    except (JobFailed, FollowTimeout) as exc:
+        if exc.handle is not None:
+            print_ledger(exc.handle.ledger)
+            print_handle(exc.handle, format)
+        print_status(f"ERROR: {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        target.close()
+    if format == OutputFormat.human:
+        print_ledger(handle.ledger)
+    print_handle(handle, format)

@@ -1,0 +1,1 @@
+"""The submitter: turns a run configuration into a Vertex-style CustomJob, stages the code and submits it."""
