@@ -27,7 +27,6 @@ from trainworks.submit.autopackage import (
     AutopackageError,
     build_sdist,
     check_module,
-    content_digest,
     distribution_name,
     module_from_script,
     package_layout,
@@ -35,6 +34,7 @@ from trainworks.submit.autopackage import (
     setup_text,
     staging_prefix,
 )
+from trainworks.submit.sources import SourceFile, content_digest
 
 PY = sys.executable
 #: The server's pip: no index (nothing leaves this host), and builds use the environment's setuptools.
@@ -129,17 +129,17 @@ def test_layout_and_generated_setup() -> None:
 
 
 def test_content_digest_covers_paths_modes_and_contents() -> None:
-    base = content_digest([("a.py", False, b"x")])
-    assert base == content_digest([("a.py", False, b"x")])
+    base = content_digest([SourceFile("a.py", False, b"x")])
+    assert base == content_digest([SourceFile("a.py", False, b"x")])
     assert (
         len(
             {
                 base,
-                content_digest([("b.py", False, b"x")]),
-                content_digest([("a.py", True, b"x")]),
-                content_digest([("a.py", False, b"y")]),
-                content_digest([("a.py", False, b"x")], generated="setup"),
-                content_digest([("a.py", False, b""), ("x", False, b"")]),
+                content_digest([SourceFile("b.py", False, b"x")]),
+                content_digest([SourceFile("a.py", True, b"x")]),
+                content_digest([SourceFile("a.py", False, b"y")]),
+                content_digest([SourceFile("a.py", False, b"x")], generated="setup"),
+                content_digest([SourceFile("a.py", False, b""), SourceFile("x", False, b"")]),
             }
         )
         == 6

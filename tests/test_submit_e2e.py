@@ -15,7 +15,7 @@ import pytest
 from tests.support.server import PROJECT, ServerProcess
 from trainworks.submit.capacity import CapacityExhausted
 from trainworks.submit.config import RunConfig, load_run_config
-from trainworks.submit.follow import JobFailed
+from trainworks.submit.follow import FollowSettings, FollowTimeout, JobFailed, follow_job
 from trainworks.submit.storage import CodeStore
 from trainworks.submit.submitter import LoggingEvents, submit_run
 from trainworks.submit.targets import TrainworksTarget, VertexTarget
@@ -327,3 +327,45 @@ def test_cli_submit_reports_config_errors_by_field(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert "name" in run.stderr and "workerz" in run.stderr and "workers" in run.stderr
+
+
+class StallRecorder(Recorder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stalls: list[tuple[str, float]] = []
+
+    def stalled(self, name: str, state: str, seconds: float) -> None:
+        self.stalls.append((state, seconds))
+
+
+def test_following_reports_a_stall_then_gives_up_waiting(regions_server: ServerProcess) -> None:
+    # A job in a stocked-out region never starts: the follower reports the stall (without stopping), then its
+    # wait runs out; the job itself keeps waiting on the server.
+    target = TrainworksTarget(regions_server.url, PROJECT)
+    try:
+        body = {
+            "displayName": "stuck",
+            "jobSpec": {
+                "workerPoolSpecs": [
+                    {
+                        "machineSpec": {"machineType": "n1-standard-4"},
+                        "replicaCount": "1",
+                        "containerSpec": {"imageUri": "python:3.11", "command": [sys.executable, "-c", "0"]},
+                    }
+                ]
+            },
+        }
+        name = target.create_custom_job("us-east1", body)["name"]
+        events = StallRecorder()
+        settings = FollowSettings(wait_timeout=1.0, stall_grace=0.25, poll_interval=0.05, stream_logs=False)
+        with pytest.raises(FollowTimeout) as info:
+            follow_job(target, name, settings, events)
+        assert info.value.state == "JOB_STATE_QUEUED"
+        assert events.stalls and all(state == "JOB_STATE_QUEUED" for state, _ in events.stalls)
+        assert all(seconds >= 0.25 for _, seconds in events.stalls)
+        assert len(events.stalls) <= 4  # once per grace period, not once per poll
+        assert target.get_custom_job(name)["state"] == "JOB_STATE_QUEUED"
+        assert "stock-out" in (target.waiting_reason(name) or "")
+        target.cancel_custom_job(name)
+    finally:
+        target.close()

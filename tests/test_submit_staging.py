@@ -12,7 +12,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from trainworks.submit.staging import PackageError, build_package_zip, stage_code
+from trainworks.submit.staging import PackageError, read_package, stage_code
 from trainworks.submit.storage import CodeStore, StagingError
 
 
@@ -36,12 +36,12 @@ def memory_store() -> CodeStore:
 
 def test_zip_is_deterministic_and_skips_caches(tmp_path: Path) -> None:
     pkg = make_package(tmp_path)
-    first = build_package_zip(pkg)
+    first = read_package(pkg)
     os.utime(pkg / "train.py", (1, 1))  # timestamps do not matter
     (pkg / "__pycache__" / "other.pyc").write_bytes(b"more junk")
-    second = build_package_zip(pkg)
-    assert first.data == second.data and first.digest == second.digest
-    names = zipfile.ZipFile(BytesIO(first.data)).namelist()
+    second = read_package(pkg)
+    assert first.zip() == second.zip() and first.digest == second.digest
+    names = zipfile.ZipFile(BytesIO(first.zip())).namelist()
     assert names == [
         "forecast/__init__.py",
         "forecast/models/__init__.py",
@@ -49,22 +49,22 @@ def test_zip_is_deterministic_and_skips_caches(tmp_path: Path) -> None:
         "forecast/train.py",
     ]
     assert first.object_name == f"runs/forecast-{first.digest[:12]}.zip"
-    assert first.files == 4
+    assert len(first.files) == 4
 
 
 def test_one_changed_line_changes_the_hash(tmp_path: Path) -> None:
     pkg = make_package(tmp_path)
-    before = build_package_zip(pkg)
+    before = read_package(pkg)
     (pkg / "models" / "core.py").write_text("VALUE = 2\n")
-    after = build_package_zip(pkg)
+    after = read_package(pkg)
     assert before.digest != after.digest and before.object_name != after.object_name
 
 
 def test_executable_bit_is_part_of_the_content(tmp_path: Path) -> None:
     pkg = make_package(tmp_path)
-    before = build_package_zip(pkg)
+    before = read_package(pkg)
     (pkg / "train.py").chmod(0o755)
-    assert build_package_zip(pkg).digest != before.digest
+    assert read_package(pkg).digest != before.digest
 
 
 def test_staging_uploads_once(tmp_path: Path) -> None:
@@ -75,16 +75,16 @@ def test_staging_uploads_once(tmp_path: Path) -> None:
     assert first.uploaded and sum(sizes) == first.size
     assert first.uri.startswith("gs://code-bucket/runs/forecast-")
     again = stage_code(store, pkg, "code-bucket", progress=sizes.append)
-    assert not again.uploaded and again.uri == first.uri and sum(sizes) == first.size
+    assert not again.uploaded and again.uri == first.uri and again.size == 0 and sum(sizes) == first.size
     (pkg / "models" / "core.py").write_text("VALUE = 3\n")
     changed = stage_code(store, pkg, "code-bucket")
     assert changed.uploaded and changed.uri != first.uri
 
 
 def test_the_zip_imports_from_sys_path(tmp_path: Path) -> None:
-    archive = build_package_zip(make_package(tmp_path / "src", body="VALUE = 42\n"))
+    archive = read_package(make_package(tmp_path / "src", body="VALUE = 42\n"))
     zipped = tmp_path / "code.zip"
-    zipped.write_bytes(archive.data)
+    zipped.write_bytes(archive.zip())
     run = subprocess.run(
         [
             sys.executable,
@@ -102,10 +102,10 @@ def test_the_zip_imports_from_sys_path(tmp_path: Path) -> None:
 
 def test_bad_package_directories(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match="does not exist"):
-        build_package_zip(tmp_path / "missing")
+        read_package(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
     with pytest.raises(PackageError, match="no files"):
-        build_package_zip(tmp_path / "empty")
+        read_package(tmp_path / "empty")
 
 
 def test_bucket_uris_are_checked() -> None:

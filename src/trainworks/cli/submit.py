@@ -16,7 +16,7 @@ from trainworks.submit.plan import PlanError
 from trainworks.submit.staging import PackageError
 from trainworks.submit.storage import StagingError
 from trainworks.submit.submitter import JobHandle, submit_run
-from trainworks.submit.targets import make_target
+from trainworks.submit.targets import TargetUnavailable, make_target
 
 
 class CliEvents:
@@ -150,6 +150,9 @@ def submit(
     except StagingError as exc:
         print_status(f"ERROR: staging failed: {exc}")
         raise typer.Exit(1) from None
+    except TargetUnavailable as exc:
+        print_status(f"ERROR: {exc}")
+        raise typer.Exit(2) from None
     except CapacityExhausted as exc:
         print_ledger(exc.ledger)
         print_status(f"ERROR: {exc}")

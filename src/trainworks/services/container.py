@@ -71,6 +71,8 @@ class Services:
             if extra is not None:
                 extra.stop()
         self.controller.stop()
+        if self.storage is not None:
+            self.storage.close()  # the object metadata store's SQLite connection
         self.db.dispose()
 
 

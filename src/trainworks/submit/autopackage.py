@@ -11,20 +11,18 @@ folder, building the sdist in a subprocess of this interpreter, uploading).
 
 from __future__ import annotations
 
-import hashlib
 import keyword
-import os
 import re
-import stat
 import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from trainworks.storage.gcs import StoragePathError, parse_gcs_uri
+from trainworks.submit.sources import SourceFile, content_digest, read_sources
 from trainworks.submit.storage import CodeStore, Progress
 
 #: Where staged packages go in the staging bucket.
@@ -35,14 +33,6 @@ GENERATED_VERSION = "0.1"
 #: setup.py-only projects and generated ones build with setuptools' legacy backend, as pip would.
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
 OWN_SETUP_FILES = ("pyproject.toml", "setup.py")
-
-#: Never shipped: caches, VCS metadata, editor droppings and build outputs change without the code changing.
-EXCLUDED_DIRS = frozenset(
-    {"__pycache__", ".git", ".hg", ".svn", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox"}
-)
-EXCLUDED_TOP_DIRS = frozenset({"build", "dist"})
-EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".swp", ".egg-info")
-EXCLUDED_FILES = frozenset({".DS_Store"})
 
 _DISTRIBUTION_NAME = re.compile(r"[^A-Za-z0-9]+")
 
@@ -157,17 +147,6 @@ def manifest_text() -> str:
     return "graft .\nglobal-exclude *.py[cod]\n"
 
 
-def content_digest(files: Iterable[tuple[str, bool, bytes]], generated: str = "") -> str:
-    """sha256 over the files' paths, executable bits and contents, and the generated setup (if any)."""
-    digest = hashlib.sha256()
-    for path, executable, content in [*files, ("<generated setup>", False, generated.encode())]:
-        # Length-prefixed fields: no two different file sets hash alike.
-        for part in (path.encode(), b"x" if executable else b"-", content):
-            digest.update(len(part).to_bytes(8, "big"))
-            digest.update(part)
-    return digest.hexdigest()
-
-
 def staging_prefix(value: str) -> str:
     """`gs://bucket[/folder]` -> `gs://bucket[/folder]` without a trailing slash, checked."""
     flag = "--staging-bucket"
@@ -209,13 +188,6 @@ def build_backend(pyproject: str | None) -> tuple[str, list[str]]:
 
 # ====================================================================== the plan: flags and files
 @dataclass(frozen=True)
-class SourceFile:
-    path: str  # relative, with forward slashes
-    executable: bool
-    content: bytes
-
-
-@dataclass(frozen=True)
 class PackagePlan:
     """What to build and where it goes; made without building anything."""
 
@@ -230,27 +202,6 @@ class PackagePlan:
     @property
     def object_name(self) -> str:
         return self.uri.rsplit("/", 1)[-1]
-
-
-def _source_files(root: Path) -> Iterator[SourceFile]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        top = here == root
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if d not in EXCLUDED_DIRS
-            and not d.endswith(EXCLUDED_SUFFIXES)
-            and not (top and d in EXCLUDED_TOP_DIRS)
-            and not (here / d / "pyvenv.cfg").exists()  # a virtual environment, not code
-        )
-        for name in sorted(filenames):
-            if name in EXCLUDED_FILES or name.endswith(EXCLUDED_SUFFIXES):
-                continue
-            path = here / name
-            if path.is_file():
-                executable = bool(path.stat().st_mode & stat.S_IXUSR)
-                yield SourceFile(path.relative_to(root).as_posix(), executable, path.read_bytes())
 
 
 def plan_package(
@@ -271,7 +222,7 @@ def plan_package(
     if not root.is_dir():
         raise AutopackageError("--local-package-path", f"[{local_package_path}] is not a directory")
     root = root.resolve()
-    files = tuple(_source_files(root))
+    files = read_sources(root)
     if not files:
         raise AutopackageError("--local-package-path", f"[{local_package_path}] has no files to package")
     names = {f.path for f in files}
@@ -297,7 +248,7 @@ def plan_package(
                 "--local-package-path", f"[{local_package_path}] holds no importable Python code"
             )
         setup = setup_text(name, packages, modules, requirements)
-    digest = content_digest(((f.path, f.executable, f.content) for f in files), setup or "")
+    digest = content_digest(files, setup or "")
     return PackagePlan(root, name, module, files, setup, digest, package_uri(prefix, name, digest))
 
 

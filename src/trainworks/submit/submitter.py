@@ -223,8 +223,8 @@ def _submit(
         on_total=events.upload_started,
     )
     events.info(
-        f"code {code.uri} ({code.files} files, {code.size} bytes): "
-        + ("uploaded" if code.uploaded else "unchanged, already staged")
+        f"code {code.uri} ({code.files} files): "
+        + (f"uploaded {code.size} bytes" if code.uploaded else "unchanged, already staged")
     )
     run_id = make_run_id(cfg.name, now, code.digest)
     config_text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

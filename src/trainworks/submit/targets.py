@@ -117,6 +117,20 @@ class TrainworksTarget:
         self.client.close()
 
 
+class TargetUnavailable(Exception):
+    """The target cannot be used from this installation (a missing optional library)."""
+
+
+def _aiplatform() -> Any:
+    try:
+        from google.cloud import aiplatform_v1
+    except ImportError as exc:
+        raise TargetUnavailable(
+            "target.kind vertex needs the official client library: pip install 'trainworks[vertex]'"
+        ) from exc
+    return aiplatform_v1
+
+
 class VertexTarget:
     """Vertex AI through the official client library (`pip install 'trainworks[vertex]'`).
 
@@ -135,8 +149,7 @@ class VertexTarget:
     def _client(self, region: str) -> Any:
         client = self._clients.get(region)
         if client is None:
-            from google.cloud import aiplatform_v1
-
+            aiplatform_v1 = _aiplatform()
             if self.endpoint and self.endpoint.startswith("http://"):
                 from google.auth.credentials import AnonymousCredentials
 
@@ -161,15 +174,15 @@ class VertexTarget:
 
     @staticmethod
     def _to_dict(job: Any) -> dict[str, Any]:
-        from google.cloud import aiplatform_v1
         from google.protobuf import json_format
 
+        aiplatform_v1 = _aiplatform()
         out: dict[str, Any] = json_format.MessageToDict(aiplatform_v1.CustomJob.pb(job))
         return out
 
     def create_custom_job(self, region: str, body: dict[str, Any]) -> dict[str, Any]:
+        aiplatform_v1 = _aiplatform()
         from google.api_core import exceptions
-        from google.cloud import aiplatform_v1
         from google.protobuf import json_format
 
         message = json_format.ParseDict(body, aiplatform_v1.CustomJob.pb()(), ignore_unknown_fields=False)

@@ -2,9 +2,10 @@
 
 Clients find it through `STORAGE_EMULATOR_HOST=http://HOST:PORT` (google-cloud-storage, gcsfs) or gcsfs's
 `endpoint_url=`; replicas get that variable from the server. Buckets, objects, listing, media, multipart and
-resumable uploads, downloads with Range, rewrite/copy/move; storage/objects.py does the work. Errors have
-Cloud Storage's own body (`{"error": {"code", "message", "errors": [{"reason", ...}]}}`), not the Vertex
-one of the rest of the server, so these routes answer their errors themselves.
+resumable uploads, downloads with Range, rewrite/copy/move; storage/objects.py does the work (its values in
+storage/object_model.py, resumable sessions in storage/uploads.py). Errors have Cloud Storage's own body
+(`{"error": {"code", "message", "errors": [{"reason", ...}]}}`), not the Vertex one of the rest of the
+server, so these routes answer their errors themselves.
 
 gcsfs >= 2025 names `gcsfs.GCSFileSystem` a class that first asks the Storage Control gRPC API (TLS, same
 host:port) for each bucket's layout, which stalls a minute per call against any emulator: use
@@ -33,21 +34,19 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
-from trainworks.storage.objects import (
+from trainworks.storage.object_model import (
     MAX_PAGE,
     Expected,
     NewObject,
-    ObjectService,
-    ObjectWriter,
-    OpenObject,
     Preconditions,
     StorageError,
-    UploadSession,
     bad_request,
     bucket_resource,
     object_resource,
     parse_object_body,
 )
+from trainworks.storage.objects import ObjectService, ObjectWriter, OpenObject
+from trainworks.storage.uploads import UploadSession
 
 _FLUSH = 1 << 20  # bytes gathered from the request before a write in the thread pool
 _MAX_MULTIPART_HEAD = 1 << 20  # the metadata part and the media part's headers
