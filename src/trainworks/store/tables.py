@@ -246,3 +246,95 @@ class TuningTrialRow(Base):
         UniqueConstraint("tuning_job_id", "trial_id", name="uq_tuning_trials_trial"),
         UniqueConstraint("tuning_job_id", "study_number", name="uq_tuning_trials_study_number"),
     )
+
+
+class ModelRow(Base):
+    """A registered model: the versions hang off it; `next_version` numbers them "1", "2", ... for ever
+    (a deleted version's number is never reused)."""
+
+    __tablename__ = "models"
+
+    project_number: Mapped[str] = mapped_column(String(20), primary_key=True)
+    location: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    next_version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+
+
+class ModelVersionRow(Base):
+    """One version of a model: its user fields as sent (`spec`), its aliases, and the registry's own copy of
+    the artifacts (`artifact_path`), so later changes to the bucket do not change what was registered."""
+
+    __tablename__ = "model_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
+    location: Mapped[str] = mapped_column(String(64), nullable=False)
+    model_id: Mapped[str] = mapped_column(String(128), nullable=False)
+    version_id: Mapped[int] = mapped_column(Integer, nullable=False)
+    aliases: Mapped[list[str]] = mapped_column(JSON, nullable=False, default=list)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    artifact_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    artifact_format: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    training_pipeline: Mapped[str | None] = mapped_column(Text, nullable=True)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+
+    __table_args__ = (
+        UniqueConstraint("project_number", "location", "model_id", "version_id", name="uq_model_versions"),
+        Index("ix_model_versions_model", "project_number", "location", "model_id"),
+    )
+
+
+class DatasetRow(Base):
+    """A managed dataset: its user fields, and the imported rows kept by the server (`data_path`)."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
+    location: Mapped[str] = mapped_column(String(64), nullable=False)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
+    metadata_schema_uri: Mapped[str] = mapped_column(Text, nullable=False)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    data_format: Mapped[str] = mapped_column(String(16), nullable=False)  # csv (tabular) or jsonl
+    item_count: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    columns: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    data_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+
+    __table_args__ = (Index("ix_datasets_parent_created", "project_number", "location", "create_time", "id"),)
+
+
+class TrainingPipelineRow(Base):
+    """A TrainingPipeline: the backing CustomJob or HyperparameterTuningJob it created, the dataset export it
+    made for it, and the model it uploaded."""
+
+    __tablename__ = "training_pipelines"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
+    location: Mapped[str] = mapped_column(String(64), nullable=False)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
+    state: Mapped[int] = mapped_column(Integer, nullable=False)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    backing_kind: Mapped[str | None] = mapped_column(String(16), nullable=True)  # custom or tuning
+    backing_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    export: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    model: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # {name, versionId}
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    delete_operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+    __table_args__ = (
+        Index("ix_training_pipelines_parent_created", "project_number", "location", "create_time", "id"),
+        Index("ix_training_pipelines_state", "state"),
+    )
