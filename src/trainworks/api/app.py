@@ -11,7 +11,17 @@ from fastapi import FastAPI
 from trainworks import __version__
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import install_error_handlers
-from trainworks.api.routers import clusters, costs, custom_jobs, operations, persistent_resources, tuning_jobs
+from trainworks.api.routers import (
+    clusters,
+    costs,
+    custom_jobs,
+    datasets,
+    models,
+    operations,
+    persistent_resources,
+    training_pipelines,
+    tuning_jobs,
+)
 from trainworks.api.routers.capacity import router as capacity_router
 from trainworks.api.routers.storage import router as storage_router
 from trainworks.config import Settings
@@ -38,6 +48,9 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         app.include_router(custom_jobs.router(prefix))
         app.include_router(persistent_resources.router(prefix))
         app.include_router(tuning_jobs.router(prefix))
+        app.include_router(datasets.router(prefix))
+        app.include_router(models.router(prefix))
+        app.include_router(training_pipelines.router(prefix))
     app.include_router(clusters.router("/v1beta1"))  # a v1beta1-only resource
     app.include_router(storage_router())  # the Cloud Storage JSON API subset (STORAGE_EMULATOR_HOST)
     for prefix in ("/v1", "/v1beta1", "/ui"):

@@ -356,7 +356,7 @@ class FilterColumns:
     """The SQL expressions the filter fields map to."""
 
     display_name: ColumnElement[str]
-    state: ColumnElement[int]  # the integer enum value
+    state: ColumnElement[int] | None  # the integer enum value; None for resources without a state
     create_time: ColumnElement[datetime]  # DateTime(timezone=True), UTC
     labels: ColumnElement[Any]  # JSON holding {"key": "value"}
     extra: Mapping[str, ColumnElement[str]] = field(default_factory=dict)  # more string fields, snake_case
@@ -430,6 +430,8 @@ class _Compiler:
         self.state_names = state_names
         self.fields: dict[str, str] = {}  # spelling -> canonical snake_case name
         for name in (*_BUILTIN_FIELDS, *columns.extra):
+            if name == "state" and columns.state is None:
+                continue
             self.fields[name] = name
             self.fields.setdefault(_camel(name), name)
 
@@ -457,6 +459,7 @@ class _Compiler:
         if name == "state":
             self.check_op(node, name, _STATE_OPS)
             state = self.columns.state
+            assert state is not None  # not a known field otherwise
             return _compare(state, node.op, self.state_value(node.value), _nullable(state))
         if name == "create_time":
             self.check_op(node, name, _TIME_OPS)

@@ -8,10 +8,13 @@ from trainworks.cli.admin import app as admin_app
 from trainworks.cli.clusters import app as clusters_app
 from trainworks.cli.costs import costs
 from trainworks.cli.custom_jobs import app as custom_jobs_app
+from trainworks.cli.datasets import app as datasets_app
 from trainworks.cli.hp_tuning_jobs import app as hp_tuning_jobs_app
+from trainworks.cli.models import app as models_app
 from trainworks.cli.persistent_resources import app as persistent_resources_app
 from trainworks.cli.serve import serve
 from trainworks.cli.submit import submit
+from trainworks.cli.training_pipelines import app as training_pipelines_app
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Trainworks: Vertex AI compatible training jobs."
@@ -19,9 +22,12 @@ app = typer.Typer(
 app.command("serve")(serve)
 app.add_typer(custom_jobs_app, name="custom-jobs")
 app.add_typer(hp_tuning_jobs_app, name="hp-tuning-jobs")
+app.add_typer(models_app, name="models")
 app.add_typer(persistent_resources_app, name="persistent-resources")
 app.add_typer(clusters_app, name="clusters")
+app.add_typer(datasets_app, name="datasets")
 app.add_typer(admin_app, name="admin")
+app.add_typer(training_pipelines_app, name="training-pipelines")
 app.command("costs")(costs)
 app.command("submit")(submit)
 

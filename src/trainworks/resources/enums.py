@@ -35,6 +35,20 @@ TERMINAL_JOB_STATES = frozenset(
 )
 
 
+class PipelineState(ProtoEnum):
+    """TrainingPipeline states; the numbers match JobState's, so the job tables' helpers serve both."""
+
+    PIPELINE_STATE_UNSPECIFIED = 0
+    PIPELINE_STATE_QUEUED = 1
+    PIPELINE_STATE_PENDING = 2
+    PIPELINE_STATE_RUNNING = 3
+    PIPELINE_STATE_SUCCEEDED = 4
+    PIPELINE_STATE_FAILED = 5
+    PIPELINE_STATE_CANCELLING = 6
+    PIPELINE_STATE_CANCELLED = 7
+    PIPELINE_STATE_PAUSED = 8
+
+
 class AcceleratorType(ProtoEnum):
     ACCELERATOR_TYPE_UNSPECIFIED = 0
     NVIDIA_TESLA_K80 = 1

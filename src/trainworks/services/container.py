@@ -15,25 +15,33 @@ from trainworks.controllers.clusters import ClusterController, cluster_targets
 from trainworks.controllers.custom_jobs import CustomJobController
 from trainworks.controllers.launcher import host_env
 from trainworks.controllers.persistent_resources import PersistentResourceController, PersistentResourceJobs
+from trainworks.controllers.training_pipelines import TrainingPipelineController
 from trainworks.controllers.tuning_jobs import TuningJobController
 from trainworks.scheduling.inventory import load_inventory
 from trainworks.services.capacity import CapacityService
 from trainworks.services.clusters import ClusterService
 from trainworks.services.costs import CostService
 from trainworks.services.custom_jobs import CustomJobService
+from trainworks.services.datasets import DatasetService
 from trainworks.services.job_status import JobStatusService
 from trainworks.services.logs import LogService
+from trainworks.services.model_artifacts import ArtifactRegistry
+from trainworks.services.models import ModelService
 from trainworks.services.operations import OperationService
 from trainworks.services.persistent_resources import PersistentResourceService
 from trainworks.services.projects import Projects
+from trainworks.services.training_pipelines import TrainingPipelineService
 from trainworks.services.tuning_jobs import TuningJobService
 from trainworks.storage.gcs import ObjectStore
 from trainworks.storage.objects import ObjectService
 from trainworks.store.clusters import ClusterStore
 from trainworks.store.database import Database
+from trainworks.store.datasets import DatasetStore
 from trainworks.store.jobs import JobStore
+from trainworks.store.models import ModelStore
 from trainworks.store.operations import OperationStore
 from trainworks.store.persistent_resources import PersistentResourceStore
+from trainworks.store.training_pipelines import TrainingPipelineStore
 from trainworks.store.tuning import TuningStore
 
 log = logging.getLogger(__name__)
@@ -59,15 +67,37 @@ class Services:
     slurm: SlurmBackend | None = None
     storage: ObjectService | None = None  # the Cloud Storage JSON API over the local buckets
     capacity: CapacityService | None = None  # the capacity preflight extension
+    datasets: DatasetService | None = None  # managed datasets and their exports
+    models: ModelService | None = None  # the model registry
+    training_pipelines: TrainingPipelineService | None = None
+    pipeline_controller: TrainingPipelineController | None = None
+
+    def __post_init__(self) -> None:
+        # Pipelines check and export datasets and upload models: bind whichever of those this server has.
+        for target in (self.training_pipelines, self.pipeline_controller):
+            if target is not None:
+                target.datasets = getattr(self, "datasets", None)
+        if self.pipeline_controller is not None:
+            self.pipeline_controller.models = getattr(self, "models", None)
 
     def start(self) -> None:
         self.controller.start()
-        for extra in (self.persistent_controller, self.tuning_controller, self.cluster_controller):
+        for extra in (
+            self.persistent_controller,
+            self.tuning_controller,
+            self.cluster_controller,
+            self.pipeline_controller,
+        ):
             if extra is not None:
                 extra.start()
 
     def stop(self) -> None:
-        for extra in (self.cluster_controller, self.tuning_controller, self.persistent_controller):
+        for extra in (
+            self.pipeline_controller,
+            self.cluster_controller,
+            self.tuning_controller,
+            self.persistent_controller,
+        ):
             if extra is not None:
                 extra.stop()
         self.controller.stop()
@@ -138,6 +168,14 @@ def build_services(settings: Settings) -> Services:
         inventory=inventory,
         custom_jobs=custom_jobs,
     )
+    # Training pipelines: each runs a CustomJob or a tuning job of its own, then registers the model.
+    pipeline_store = TrainingPipelineStore(db)
+    pipeline_controller = TrainingPipelineController(
+        settings, pipeline_store, custom_jobs, tuning_jobs, job_store, tuning_store, op_store
+    )
+    training_pipelines = TrainingPipelineService(
+        pipeline_store, projects, operations, wake=pipeline_controller.wake, custom_jobs=custom_jobs
+    )
 
     # Training clusters: each one a Slurm cluster of daemons on this host. Node images are re-read on every
     # use: operators publish new releases (settings.home/node-images.json) while the server runs.
@@ -170,4 +208,8 @@ def build_services(settings: Settings) -> Services:
         else None,
         slurm=slurm,
         capacity=CapacityService(job_store, projects, inventory),
+        models=ModelService(ModelStore(db), projects, ArtifactRegistry(objects, settings.home / "registry")),
+        datasets=DatasetService(DatasetStore(db), projects, operations, objects, settings.home / "datasets"),
+        training_pipelines=training_pipelines,
+        pipeline_controller=pipeline_controller,
     )

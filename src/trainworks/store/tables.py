@@ -258,6 +258,8 @@ class ModelRow(Base):
     location: Mapped[str] = mapped_column(String(64), primary_key=True)
     model_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     next_version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    # The version the model-wide "default" alias points at (what a name without `@` means).
+    default_version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
     update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
@@ -273,7 +275,8 @@ class ModelVersionRow(Base):
     location: Mapped[str] = mapped_column(String(64), nullable=False)
     model_id: Mapped[str] = mapped_column(String(128), nullable=False)
     version_id: Mapped[int] = mapped_column(Integer, nullable=False)
-    aliases: Mapped[list[str]] = mapped_column(JSON, nullable=False, default=list)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False)  # a column: list filters and sorts
+    aliases: Mapped[list[str]] = mapped_column(JSON, nullable=False, default=list)  # all but "default"
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
     artifact_path: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -1,0 +1,291 @@
+"""`trainworks datasets`: create, import into, list, describe and delete managed datasets, modelled on
+`gcloud ai datasets`.
+
+`create --csv` makes a tabular dataset from CSV objects (same header in each; `*` wildcards allowed);
+`create --jsonl` makes a text dataset and imports the JSONL objects into it (`--schema` picks image or video
+instead). The shared options, client and error handling are in `common`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import typer
+
+from trainworks.cli.common import (
+    DEFAULT_ENDPOINT,
+    ApiKeyOpt,
+    EndpointOpt,
+    FormatOpt,
+    ProjectOpt,
+    RegionOpt,
+    handle_errors,
+    make_client,
+    require_region,
+)
+from trainworks.cli.pool_specs import FlagError, parse_dict
+from trainworks.cli.render import OutputFormat, print_data, print_status
+from trainworks.client.rest import TrainworksClient
+
+app = typer.Typer(
+    name="datasets",
+    no_args_is_help=True,
+    add_completion=False,
+    help="Create and manage datasets for training pipelines (like `gcloud ai datasets`).",
+)
+
+DatasetArg = Annotated[
+    str,
+    typer.Argument(metavar="DATASET", help="Dataset ID, or full name projects/P/locations/L/datasets/ID."),
+]
+SCHEMA_PREFIX = "gs://google-cloud-aiplatform/schema/dataset/metadata/"
+NON_TABULAR = ("text", "image", "video")
+
+
+def dataset_name(value: str, project: str, region: str | None) -> str:
+    """A full Dataset name, from a name or a bare ID (expanded with --project and --region)."""
+    value = value.strip().strip("/")
+    if value.startswith("projects/"):
+        if "/datasets/" not in value:
+            raise FlagError(
+                "DATASET", f"[{value}] is not a Dataset name (projects/P/locations/L/datasets/ID)"
+            )
+        return value
+    if "/" in value or not value:
+        raise FlagError("DATASET", f"[{value}] is neither a dataset ID nor a full Dataset name")
+    if not region:
+        raise FlagError("--region", f"a region is needed to expand the dataset ID [{value}]; pass --region")
+    return f"projects/{project}/locations/{region}/datasets/{value}"
+
+
+def split_uris(text: str | None) -> list[str]:
+    return [u.strip() for u in (text or "").split(",") if u.strip()]
+
+
+# ------------------------------------------------------------------ REST calls
+def _create(client: TrainworksClient, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = client._request("POST", f"/v1/{client._path(parent)}/datasets", json_body=body)
+    return result
+
+
+def _import(client: TrainworksClient, name: str, uris: list[str]) -> dict[str, Any]:
+    body = {"importConfigs": [{"gcsSource": {"uris": uris}}]}
+    result: dict[str, Any] = client._request("POST", f"/v1/{client._path(name)}:import", json_body=body)
+    return result
+
+
+def _get(client: TrainworksClient, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = client._request("GET", f"/v1/{client._path(name)}")
+    return result
+
+
+def _list(client: TrainworksClient, parent: str, filter: str, order_by: str) -> Iterator[dict[str, Any]]:
+    token = ""
+    while True:
+        params = {"filter": filter, "orderBy": order_by, "pageToken": token}
+        page = client._request("GET", f"/v1/{client._path(parent)}/datasets", params=params)
+        yield from page.get("datasets") or []
+        token = page.get("nextPageToken") or ""
+        if not token:
+            return
+
+
+def _finish(client: TrainworksClient, op: dict[str, Any], what: str) -> dict[str, Any]:
+    """The finished operation (waiting if it is not done yet); its error exits 1."""
+    if not op.get("done"):
+        op = client.wait_operation(op["name"], 300.0)
+    error = op.get("error")
+    if error:
+        print_status(f"ERROR: {what} failed: code {error.get('code', 0)}: {error.get('message', '')}")
+        raise typer.Exit(1)
+    if not op.get("done"):
+        print_status(f"ERROR: {what} is not done after 300s: operation [{op.get('name', '')}].")
+        raise typer.Exit(1)
+    return op
+
+
+# ------------------------------------------------------------------ human output
+def print_dataset(dataset: dict[str, Any]) -> None:
+    rows = [
+        ("Name", dataset.get("name", "")),
+        ("Display name", dataset.get("displayName", "")),
+        ("Schema", dataset.get("metadataSchemaUri", "").removeprefix(SCHEMA_PREFIX)),
+        ("Items", dataset.get("dataItemCount", "0")),
+        ("Created", dataset.get("createTime", "")),
+        ("Updated", dataset.get("updateTime", "")),
+    ]
+    if dataset.get("description"):
+        rows.append(("Description", dataset["description"]))
+    if dataset.get("labels"):
+        rows.append(("Labels", ", ".join(f"{k}={v}" for k, v in sorted(dataset["labels"].items()))))
+    sources = ((dataset.get("metadata") or {}).get("inputConfig") or {}).get("gcsSource") or {}
+    if sources.get("uri"):
+        rows.append(("Sources", ", ".join(sources["uri"])))
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        typer.echo(f"{label + ':':<{width + 1}} {value}")
+
+
+def print_dataset_table(datasets: list[dict[str, Any]]) -> None:
+    if not datasets:
+        typer.echo("Listed 0 items.")
+        return
+    table = [("DATASET_ID", "DISPLAY_NAME", "SCHEMA", "ITEMS", "CREATE_TIME")]
+    for d in datasets:
+        table.append(
+            (
+                d.get("name", "").rsplit("/", 1)[-1],
+                d.get("displayName", ""),
+                d.get("metadataSchemaUri", "").removeprefix(SCHEMA_PREFIX).removesuffix(".yaml"),
+                d.get("dataItemCount", "0"),
+                d.get("createTime", ""),
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+# ------------------------------------------------------------------ commands
+@app.command()
+@handle_errors
+def create(
+    display_name: Annotated[str, typer.Option("--display-name", help="Display name of the dataset.")],
+    csv: Annotated[
+        str | None, typer.Option("--csv", help="Comma-separated gs:// CSV objects (tabular dataset).")
+    ] = None,
+    jsonl: Annotated[
+        str | None, typer.Option("--jsonl", help="Comma-separated gs:// JSONL objects (non-tabular dataset).")
+    ] = None,
+    schema: Annotated[
+        str, typer.Option("--schema", help="Kind of a --jsonl dataset: text, image or video.")
+    ] = "text",
+    description: Annotated[str, typer.Option("--description", help="Description.")] = "",
+    labels: Annotated[str | None, typer.Option("--labels", help="KEY=VALUE,... labels.")] = None,
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Create a dataset from CSV (tabular) or JSONL (text, image, video) objects in a bucket."""
+    parent = f"projects/{project}/locations/{require_region(region)}"
+    if bool(csv) == bool(jsonl):
+        raise FlagError("--csv", "give exactly one of --csv (tabular) and --jsonl (non-tabular)")
+    if jsonl and schema not in NON_TABULAR:
+        raise FlagError("--schema", f"must be one of {', '.join(NON_TABULAR)}")
+    body: dict[str, Any] = {"displayName": display_name}
+    if description:
+        body["description"] = description
+    if labels:
+        body["labels"] = parse_dict(labels, "--labels")
+    if csv:
+        body["metadataSchemaUri"] = SCHEMA_PREFIX + "tabular_1.0.0.yaml"
+        body["metadata"] = {"inputConfig": {"gcsSource": {"uri": split_uris(csv)}}}
+    else:
+        body["metadataSchemaUri"] = SCHEMA_PREFIX + f"{schema}_1.0.0.yaml"
+    with make_client(endpoint, api_key) as client:
+        op = _finish(client, _create(client, parent, body), "creating the dataset")
+        dataset = {k: v for k, v in op["response"].items() if k != "@type"}
+        if jsonl:
+            _finish(client, _import(client, dataset["name"], split_uris(jsonl)), "importing the items")
+            dataset = _get(client, dataset["name"])
+    if format != OutputFormat.human:
+        print_data(dataset, format)
+        return
+    print_status(f"Created Dataset [{dataset['name']}].")
+    print_dataset(dataset)
+
+
+@app.command("import")
+@handle_errors
+def import_(
+    dataset: DatasetArg,
+    jsonl: Annotated[str, typer.Option("--jsonl", help="Comma-separated gs:// JSONL objects to add.")],
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Add the items of JSONL objects to a non-tabular dataset."""
+    name = dataset_name(dataset, project, region)
+    with make_client(endpoint, api_key) as client:
+        _finish(client, _import(client, name, split_uris(jsonl)), f"importing into Dataset [{name}]")
+        result = _get(client, name)
+    if format != OutputFormat.human:
+        print_data(result, format)
+        return
+    print_status(
+        f"Imported into Dataset [{result['name']}]: it has {result.get('dataItemCount', '0')} items."
+    )
+
+
+@app.command("list")
+@handle_errors
+def list_(
+    filter: Annotated[
+        str, typer.Option("--filter", help='AIP-160 filter, e.g. labels.team=ml or display_name:"iris*".')
+    ] = "",
+    sort_by: Annotated[
+        str, typer.Option("--sort-by", help="display_name, create_time or update_time, optionally `desc`.")
+    ] = "",
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """List datasets, newest first unless --sort-by says otherwise."""
+    parent = f"projects/{project}/locations/{require_region(region)}"
+    with make_client(endpoint, api_key) as client:
+        datasets = list(_list(client, parent, filter, sort_by))
+    if format != OutputFormat.human:
+        print_data(datasets, format)
+    else:
+        print_dataset_table(datasets)
+
+
+@app.command()
+@handle_errors
+def describe(
+    dataset: DatasetArg,
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Show a dataset."""
+    name = dataset_name(dataset, project, region)
+    with make_client(endpoint, api_key) as client:
+        result = _get(client, name)
+    if format != OutputFormat.human:
+        print_data(result, format)
+    else:
+        print_dataset(result)
+
+
+@app.command()
+@handle_errors
+def delete(
+    dataset: DatasetArg,
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Delete a dataset and the server's copy of its data."""
+    name = dataset_name(dataset, project, region)
+    with make_client(endpoint, api_key) as client:
+        op = client._request("DELETE", f"/v1/{client._path(name)}")
+        op = _finish(client, op, f"deleting Dataset [{name}]")
+    if format != OutputFormat.human:
+        print_data(op, format)
+    else:
+        print_status(f"Deleted Dataset [{name}].")
+
+
+__all__ = ["app", "dataset_name", "split_uris"]

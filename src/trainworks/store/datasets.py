@@ -1,0 +1,86 @@
+"""Repository for managed datasets: their rows; the data itself lives in files under `<home>/datasets`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+
+from trainworks.store.database import Database
+from trainworks.store.tables import DatasetRow
+
+
+class DatasetStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def insert(self, row: DatasetRow) -> DatasetRow:
+        with self.db.session() as session:
+            session.add(row)
+        return row
+
+    def get(self, dataset_id: int, project_number: str, location: str) -> DatasetRow | None:
+        """The dataset, or None when it does not exist or lies in another project or location."""
+        with self.db.session() as session:
+            row = session.get(DatasetRow, dataset_id)
+        if row is None or row.project_number != project_number or row.location != location:
+            return None
+        return row
+
+    def page(
+        self,
+        project_number: str,
+        location: str,
+        where: ColumnElement[bool] | None,
+        after: tuple[datetime, int] | None,
+        limit: int,
+    ) -> list[DatasetRow]:
+        """Newest first; `after` is the (create_time, id) of the last row of the previous page."""
+        query = select(DatasetRow).where(
+            DatasetRow.project_number == project_number, DatasetRow.location == location
+        )
+        if where is not None:
+            query = query.where(where)
+        if after is not None:
+            created, dataset_id = after
+            query = query.where(
+                or_(
+                    DatasetRow.create_time < created,
+                    and_(DatasetRow.create_time == created, DatasetRow.id < dataset_id),
+                )
+            )
+        query = query.order_by(DatasetRow.create_time.desc(), DatasetRow.id.desc()).limit(limit)
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+    def ordered_page(
+        self,
+        project_number: str,
+        location: str,
+        where: ColumnElement[bool] | None,
+        order: list[Any],
+        offset: int,
+        limit: int,
+    ) -> list[DatasetRow]:
+        """A page in a caller-chosen order (`orderBy`), by offset."""
+        query = select(DatasetRow).where(
+            DatasetRow.project_number == project_number, DatasetRow.location == location
+        )
+        if where is not None:
+            query = query.where(where)
+        query = query.order_by(*order, DatasetRow.id.desc()).offset(offset).limit(limit)
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+    def set_fields(self, dataset_id: int, expected_update: datetime | None = None, **values: Any) -> bool:
+        """Update the row; with `expected_update`, only if nobody changed it since (compare-and-set)."""
+        query = update(DatasetRow).where(DatasetRow.id == dataset_id)
+        if expected_update is not None:
+            query = query.where(DatasetRow.update_time == expected_update)
+        with self.db.session() as session:
+            return bool(session.execute(query.values(**values)).rowcount)
+
+    def remove(self, dataset_id: int) -> bool:
+        with self.db.session() as session:
+            return bool(session.execute(delete(DatasetRow).where(DatasetRow.id == dataset_id)).rowcount)
