@@ -47,6 +47,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/tuning_regret.py
 	$(BIN)/python benchmarks/slurm_clusters.py
 	$(BIN)/python benchmarks/submit_staging.py
+	$(BIN)/python benchmarks/datasets_registry.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

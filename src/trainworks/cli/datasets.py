@@ -8,7 +8,6 @@ instead). The shared options, client and error handling are in `common`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -63,34 +62,12 @@ def split_uris(text: str | None) -> list[str]:
     return [u.strip() for u in (text or "").split(",") if u.strip()]
 
 
-# ------------------------------------------------------------------ REST calls
-def _create(client: TrainworksClient, parent: str, body: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = client._request("POST", f"/v1/{client._path(parent)}/datasets", json_body=body)
-    return result
+def _gcs_imports(jsonl: str) -> list[dict[str, Any]]:
+    """The ImportDataConfigs of a --jsonl value: one gcsSource holding all its objects."""
+    return [{"gcsSource": {"uris": split_uris(jsonl)}}]
 
 
-def _import(client: TrainworksClient, name: str, uris: list[str]) -> dict[str, Any]:
-    body = {"importConfigs": [{"gcsSource": {"uris": uris}}]}
-    result: dict[str, Any] = client._request("POST", f"/v1/{client._path(name)}:import", json_body=body)
-    return result
-
-
-def _get(client: TrainworksClient, name: str) -> dict[str, Any]:
-    result: dict[str, Any] = client._request("GET", f"/v1/{client._path(name)}")
-    return result
-
-
-def _list(client: TrainworksClient, parent: str, filter: str, order_by: str) -> Iterator[dict[str, Any]]:
-    token = ""
-    while True:
-        params = {"filter": filter, "orderBy": order_by, "pageToken": token}
-        page = client._request("GET", f"/v1/{client._path(parent)}/datasets", params=params)
-        yield from page.get("datasets") or []
-        token = page.get("nextPageToken") or ""
-        if not token:
-            return
-
-
+# ------------------------------------------------------------------ operations
 def _finish(client: TrainworksClient, op: dict[str, Any], what: str) -> dict[str, Any]:
     """The finished operation (waiting if it is not done yet); its error exits 1."""
     if not op.get("done"):
@@ -186,11 +163,12 @@ def create(
     else:
         body["metadataSchemaUri"] = SCHEMA_PREFIX + f"{schema}_1.0.0.yaml"
     with make_client(endpoint, api_key) as client:
-        op = _finish(client, _create(client, parent, body), "creating the dataset")
+        op = _finish(client, client.create_dataset(parent, body), "creating the dataset")
         dataset = {k: v for k, v in op["response"].items() if k != "@type"}
         if jsonl:
-            _finish(client, _import(client, dataset["name"], split_uris(jsonl)), "importing the items")
-            dataset = _get(client, dataset["name"])
+            op = client.import_data(dataset["name"], _gcs_imports(jsonl))
+            _finish(client, op, "importing the items")
+            dataset = client.get_dataset(dataset["name"])
     if format != OutputFormat.human:
         print_data(dataset, format)
         return
@@ -212,8 +190,8 @@ def import_(
     """Add the items of JSONL objects to a non-tabular dataset."""
     name = dataset_name(dataset, project, region)
     with make_client(endpoint, api_key) as client:
-        _finish(client, _import(client, name, split_uris(jsonl)), f"importing into Dataset [{name}]")
-        result = _get(client, name)
+        _finish(client, client.import_data(name, _gcs_imports(jsonl)), f"importing into Dataset [{name}]")
+        result = client.get_dataset(name)
     if format != OutputFormat.human:
         print_data(result, format)
         return
@@ -240,7 +218,7 @@ def list_(
     """List datasets, newest first unless --sort-by says otherwise."""
     parent = f"projects/{project}/locations/{require_region(region)}"
     with make_client(endpoint, api_key) as client:
-        datasets = list(_list(client, parent, filter, sort_by))
+        datasets = list(client.list_datasets(parent, filter, order_by=sort_by))
     if format != OutputFormat.human:
         print_data(datasets, format)
     else:
@@ -260,7 +238,7 @@ def describe(
     """Show a dataset."""
     name = dataset_name(dataset, project, region)
     with make_client(endpoint, api_key) as client:
-        result = _get(client, name)
+        result = client.get_dataset(name)
     if format != OutputFormat.human:
         print_data(result, format)
     else:
@@ -280,8 +258,7 @@ def delete(
     """Delete a dataset and the server's copy of its data."""
     name = dataset_name(dataset, project, region)
     with make_client(endpoint, api_key) as client:
-        op = client._request("DELETE", f"/v1/{client._path(name)}")
-        op = _finish(client, op, f"deleting Dataset [{name}]")
+        op = _finish(client, client.delete_dataset(name), f"deleting Dataset [{name}]")
     if format != OutputFormat.human:
         print_data(op, format)
     else:

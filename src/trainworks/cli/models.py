@@ -7,7 +7,6 @@ options, client and error handling are in `common`; tables here follow `render`'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -20,6 +19,7 @@ from trainworks.cli.common import (
     ProjectOpt,
     RegionOpt,
     handle_errors,
+    make_client,
     require_region,
 )
 from trainworks.cli.pool_specs import FlagError, parse_dict, split_list
@@ -41,48 +41,6 @@ ModelArg = Annotated[
         help="Model ID or full name projects/P/locations/L/models/ID, optionally with @VERSION or @ALIAS.",
     ),
 ]
-
-
-class ModelsClient(TrainworksClient):
-    """The registry's REST calls on top of the shared client."""
-
-    def upload_model(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self._request(
-            "POST", f"/v1/{self._path(parent)}/models:upload", json_body=body
-        )
-        return result
-
-    def get_model(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")
-        return result
-
-    def _pages(self, path: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        token = ""
-        while True:
-            page = self._request("GET", path, params={**params, "pageToken": token})
-            yield from page.get("models") or []
-            token = page.get("nextPageToken") or ""
-            if not token:
-                return
-
-    def list_models(
-        self, parent: str, filter: str = "", order_by: str = "", page_size: int = 0
-    ) -> Iterator[dict[str, Any]]:
-        params = {"filter": filter, "orderBy": order_by, "pageSize": page_size or None}
-        return self._pages(f"/v1/{self._path(parent)}/models", params)
-
-    def list_model_versions(
-        self, name: str, filter: str = "", order_by: str = ""
-    ) -> Iterator[dict[str, Any]]:
-        return self._pages(f"/v1/{self._path(name)}:listVersions", {"filter": filter, "orderBy": order_by})
-
-    def delete_model(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
-        return result
-
-    def delete_model_version(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}:deleteVersion")
-        return result
 
 
 # ====================================================================== flag parsing (no network)
@@ -178,7 +136,7 @@ def print_model_table(models: list[dict[str, Any]], versions: bool = False) -> N
     console.print(table)
 
 
-def _finish(client: ModelsClient, op: dict[str, Any], timeout: float) -> dict[str, Any]:
+def _finish(client: TrainworksClient, op: dict[str, Any], timeout: float) -> dict[str, Any]:
     """The operation once done (the registry finishes its operations within the request)."""
     if not op.get("done"):
         op = client.wait_operation(op["name"], timeout)
@@ -247,7 +205,7 @@ def upload(
         parent_model=parent_name,
         model_id=model_id,
     )
-    with ModelsClient(endpoint or DEFAULT_ENDPOINT, api_key=api_key) as client:
+    with make_client(endpoint, api_key) as client:
         op = _finish(client, client.upload_model(f"projects/{project}/locations/{location}", body), timeout)
     if format != OutputFormat.human:
         print_data(op, format)
@@ -281,7 +239,7 @@ def list_(
     """List the models of a project and region (each as its default version)."""
     location = require_region(region)
     models: list[dict[str, Any]] = []
-    with ModelsClient(endpoint or DEFAULT_ENDPOINT, api_key=api_key) as client:
+    with make_client(endpoint, api_key) as client:
         size = page_size or (min(limit, 1000) if limit else 0)
         for model in client.list_models(f"projects/{project}/locations/{location}", filter, order_by, size):
             models.append(model)
@@ -305,7 +263,7 @@ def describe(
 ) -> None:
     """Show a model version (MODEL@VERSION, MODEL@ALIAS, or the default version)."""
     name = model_name(model, project, region)
-    with ModelsClient(endpoint or DEFAULT_ENDPOINT, api_key=api_key) as client:
+    with make_client(endpoint, api_key) as client:
         found = client.get_model(name)
     # gcloud's describe prints YAML; json stays available for scripts.
     print_data(found, OutputFormat.json if format == OutputFormat.json else OutputFormat.yaml)
@@ -327,7 +285,7 @@ def list_versions(
 ) -> None:
     """List the versions of a model."""
     name = model_name(model, project, region)
-    with ModelsClient(endpoint or DEFAULT_ENDPOINT, api_key=api_key) as client:
+    with make_client(endpoint, api_key) as client:
         versions = list(client.list_model_versions(name, filter, order_by))
     if format != OutputFormat.human:
         print_data(versions, format)
@@ -354,7 +312,7 @@ def delete(
         raise FlagError(
             _ARG, f"[{model}] names a version; use `trainworks models delete-version` for one version"
         )
-    with ModelsClient(endpoint or DEFAULT_ENDPOINT, api_key=api_key) as client:
+    with make_client(endpoint, api_key) as client:
         op = _finish(client, client.delete_model(name), timeout)
     if format != OutputFormat.human:
         print_data(op, format)
@@ -380,7 +338,7 @@ def delete_version(
     name = model_name(model, project, region)
     if "@" not in name:
         raise FlagError(_ARG, f"[{model}] names no version: give MODEL@VERSION_ID or MODEL@ALIAS")
-    with ModelsClient(endpoint or DEFAULT_ENDPOINT, api_key=api_key) as client:
+    with make_client(endpoint, api_key) as client:
         op = _finish(client, client.delete_model_version(name), timeout)
     if format != OutputFormat.human:
         print_data(op, format)
@@ -389,4 +347,4 @@ def delete_version(
         print_status(f"Deleted model version [{name}].")
 
 
-__all__ = ["ModelsClient", "app", "build_upload", "model_name", "print_model_table"]
+__all__ = ["app", "build_upload", "model_name", "print_model_table"]

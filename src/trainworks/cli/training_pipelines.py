@@ -27,7 +27,6 @@ from trainworks.cli.common import (
 )
 from trainworks.cli.pool_specs import FlagError, parse_dict
 from trainworks.cli.render import OutputFormat, print_data, print_status
-from trainworks.client.rest import TrainworksClient
 
 app = typer.Typer(
     name="training-pipelines",
@@ -109,19 +108,6 @@ def _summary(pipeline: dict[str, Any]) -> None:
     print_status("\n".join(lines))
 
 
-def _list(client: TrainworksClient, parent: str, filter: str, page_size: int) -> Any:
-    token = ""
-    while True:
-        params: dict[str, Any] = {"filter": filter, "pageToken": token}
-        if page_size:
-            params["pageSize"] = page_size
-        page = client._request("GET", f"/v1/{client._path(parent)}/{_COLLECTION}", params=params)
-        yield from page.get(_COLLECTION) or []
-        token = page.get("nextPageToken") or ""
-        if not token:
-            return
-
-
 # ====================================================================== commands
 @app.command()
 @handle_errors
@@ -141,8 +127,7 @@ def create(
     location = require_region(region)
     body = load_pipeline(config, display_name, labels)
     with make_client(endpoint, api_key) as client:
-        parent = client._path(f"projects/{project}/locations/{location}")
-        pipeline = client._request("POST", f"/v1/{parent}/{_COLLECTION}", json_body=body)
+        pipeline = client.create_training_pipeline(f"projects/{project}/locations/{location}", body)
     if format != OutputFormat.human:
         print_data(pipeline, format)
         return
@@ -178,7 +163,8 @@ def list_(
     location = require_region(region)
     pipelines: list[dict[str, Any]] = []
     with make_client(endpoint, api_key) as client:
-        for pipeline in _list(client, f"projects/{project}/locations/{location}", filter, page_size):
+        parent = f"projects/{project}/locations/{location}"
+        for pipeline in client.list_training_pipelines(parent, filter, page_size):
             pipelines.append(pipeline)
             if limit is not None and len(pipelines) >= limit:
                 break
@@ -209,7 +195,7 @@ def describe(
     """Show a training pipeline."""
     name = pipeline_name(training_pipeline, project, region)
     with make_client(endpoint, api_key) as client:
-        pipeline = client._request("GET", f"/v1/{client._path(name)}")
+        pipeline = client.get_training_pipeline(name)
     if format != OutputFormat.human:
         print_data(pipeline, format)
     else:
@@ -229,7 +215,7 @@ def cancel(
     """Ask a pipeline to stop; it cancels its training job and ends CANCELLED (asynchronously)."""
     name = pipeline_name(training_pipeline, project, region)
     with make_client(endpoint, api_key) as client:
-        result = client._request("POST", f"/v1/{client._path(name)}:cancel", json_body={})
+        result = client.cancel_training_pipeline(name)
     if format != OutputFormat.human:
         print_data(result, format)
     else:
@@ -252,7 +238,7 @@ def delete(
     """Delete a finished training pipeline (a running one must be cancelled first)."""
     name = pipeline_name(training_pipeline, project, region)
     with make_client(endpoint, api_key) as client:
-        op = client._request("DELETE", f"/v1/{client._path(name)}")
+        op = client.delete_training_pipeline(name)
         if not op.get("done"):
             op = client.wait_operation(op["name"], timeout)
     if format != OutputFormat.human:
@@ -286,14 +272,14 @@ def wait(
     deadline = None if timeout is None else time.monotonic() + timeout
     pause = 0.1
     with make_client(endpoint, api_key) as client:
-        pipeline = client._request("GET", f"/v1/{client._path(name)}")
+        pipeline = client.get_training_pipeline(name)
         while pipeline.get("state") not in TERMINAL:
             if deadline is not None and time.monotonic() >= deadline:
                 print_status(f"ERROR: timed out after {timeout:g}s; [{name}] is {pipeline.get('state')}.")
                 raise typer.Exit(1)
             time.sleep(pause)
             pause = min(pause * 1.5, poll_interval)
-            pipeline = client._request("GET", f"/v1/{client._path(name)}")
+            pipeline = client.get_training_pipeline(name)
     if format != OutputFormat.human:
         print_data(pipeline, format)
     else:

@@ -1,5 +1,6 @@
-"""A small typed REST client for the Trainworks (Vertex AI v1 compatible) customJobs and persistentResources
-APIs."""
+"""A small typed REST client for the Trainworks (Vertex AI v1 compatible) APIs: customJobs,
+persistentResources, operations, hyperparameterTuningJobs, trainingPipelines, datasets, models and
+modelDevelopmentClusters, plus Trainworks' own extensions (status, logs, costs, capacity)."""
 
 from __future__ import annotations
 
@@ -108,9 +109,10 @@ def _duration(seconds: float) -> str:
 
 
 class TrainworksClient:
-    """Typed access to /v1 customJobs, persistentResources and operations, plus the NDJSON logs extension.
+    """Typed access to the /v1 (and v1beta1 cluster) resources, plus the NDJSON logs extension.
 
     `parent` is `projects/P/locations/L`; job, resource and operation names are full resource names.
+    Methods that start a long-running change return the Operation; `wait_operation` waits for it.
     """
 
     def __init__(
@@ -175,6 +177,17 @@ class TrainworksClient:
                 response.status_code, "UNKNOWN", f"the server answered with a body that is not JSON: {exc}"
             ) from None
 
+    def _pages(self, path: str, key: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every item under `key` of the List answers at `path`, fetching pages lazily (following
+        nextPageToken). Empty or None `params` values are not sent."""
+        token = ""
+        while True:
+            page = self._request("GET", path, params={**params, "pageToken": token})
+            yield from page.get(key) or []
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return
+
     # ------------------------------------------------------------------ customJobs
     def create_custom_job(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self._request("POST", f"/v1/{self._path(parent)}/customJobs", json_body=body)
@@ -186,16 +199,8 @@ class TrainworksClient:
 
     def list_custom_jobs(self, parent: str, filter: str = "", page_size: int = 0) -> Iterator[dict[str, Any]]:
         """Every job matching `filter`, fetching pages lazily (following nextPageToken)."""
-        token = ""
-        while True:
-            params: dict[str, Any] = {"filter": filter, "pageToken": token}
-            if page_size:
-                params["pageSize"] = page_size
-            page = self._request("GET", f"/v1/{self._path(parent)}/customJobs", params=params)
-            yield from page.get("customJobs") or []
-            token = page.get("nextPageToken") or ""
-            if not token:
-                return
+        params = {"filter": filter, "pageSize": page_size or None}
+        return self._pages(f"/v1/{self._path(parent)}/customJobs", "customJobs", params)
 
     def cancel_custom_job(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self._request("POST", f"/v1/{self._path(name)}:cancel", json_body={})
@@ -268,16 +273,8 @@ class TrainworksClient:
 
     def list_persistent_resources(self, parent: str, page_size: int = 0) -> Iterator[dict[str, Any]]:
         """Every persistent resource of `parent` in ID order, fetching pages lazily (no filter, as in v1)."""
-        token = ""
-        while True:
-            params: dict[str, Any] = {"pageToken": token}
-            if page_size:
-                params["pageSize"] = page_size
-            page = self._request("GET", f"/v1/{self._path(parent)}/persistentResources", params=params)
-            yield from page.get("persistentResources") or []
-            token = page.get("nextPageToken") or ""
-            if not token:
-                return
+        params = {"pageSize": page_size or None}
+        return self._pages(f"/v1/{self._path(parent)}/persistentResources", "persistentResources", params)
 
     def update_persistent_resource(
         self, name: str, body: dict[str, Any], update_mask: list[str]
@@ -372,16 +369,9 @@ class TrainworksClient:
         self, parent: str, filter: str = "", page_size: int = 0, read_mask: str = ""
     ) -> Iterator[dict[str, Any]]:
         """Every tuning job matching `filter`, newest first, fetching pages lazily; List omits `trials`."""
-        token = ""
-        while True:
-            params: dict[str, Any] = {"filter": filter, "pageToken": token, "readMask": read_mask}
-            if page_size:
-                params["pageSize"] = page_size
-            page = self._request("GET", f"/v1/{self._path(parent)}/hyperparameterTuningJobs", params=params)
-            yield from page.get("hyperparameterTuningJobs") or []
-            token = page.get("nextPageToken") or ""
-            if not token:
-                return
+        params = {"filter": filter, "readMask": read_mask, "pageSize": page_size or None}
+        path = f"/v1/{self._path(parent)}/hyperparameterTuningJobs"
+        return self._pages(path, "hyperparameterTuningJobs", params)
 
     def cancel_hyperparameter_tuning_job(self, name: str) -> dict[str, Any]:
         """Asks the job to stop (asynchronous); it ends JOB_STATE_CANCELLED with its trials cancelled."""
@@ -391,6 +381,126 @@ class TrainworksClient:
     def delete_hyperparameter_tuning_job(self, name: str) -> dict[str, Any]:
         """Starts the deletion of a finished job; returns the long-running Operation."""
         result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
+        return result
+
+    # ------------------------------------------------------------------ trainingPipelines
+    def create_training_pipeline(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Creates a pipeline (synchronous, like customJobs); returns the TrainingPipeline."""
+        result: dict[str, Any] = self._request(
+            "POST", f"/v1/{self._path(parent)}/trainingPipelines", json_body=body
+        )
+        return result
+
+    def get_training_pipeline(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")
+        return result
+
+    def list_training_pipelines(
+        self, parent: str, filter: str = "", page_size: int = 0
+    ) -> Iterator[dict[str, Any]]:
+        """Every pipeline matching `filter`, newest first, fetching pages lazily."""
+        params = {"filter": filter, "pageSize": page_size or None}
+        return self._pages(f"/v1/{self._path(parent)}/trainingPipelines", "trainingPipelines", params)
+
+    def cancel_training_pipeline(self, name: str) -> dict[str, Any]:
+        """Asks the pipeline to stop (asynchronous); it cancels its training job and ends CANCELLED."""
+        result: dict[str, Any] = self._request("POST", f"/v1/{self._path(name)}:cancel", json_body={})
+        return result
+
+    def delete_training_pipeline(self, name: str) -> dict[str, Any]:
+        """Starts the deletion of a finished pipeline; returns the long-running Operation."""
+        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
+        return result
+
+    # ------------------------------------------------------------------ datasets
+    def create_dataset(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Starts creating a Dataset; returns the long-running Operation (its response is the Dataset)."""
+        result: dict[str, Any] = self._request("POST", f"/v1/{self._path(parent)}/datasets", json_body=body)
+        return result
+
+    def import_data(self, name: str, import_configs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Starts importing items (`[{"gcsSource": {"uris": [...]}}, ...]`); returns the Operation."""
+        result: dict[str, Any] = self._request(
+            "POST", f"/v1/{self._path(name)}:import", json_body={"importConfigs": import_configs}
+        )
+        return result
+
+    def get_dataset(self, name: str, read_mask: str = "") -> dict[str, Any]:
+        result: dict[str, Any] = self._request(
+            "GET", f"/v1/{self._path(name)}", params={"readMask": read_mask}
+        )
+        return result
+
+    def list_datasets(
+        self, parent: str, filter: str = "", page_size: int = 0, order_by: str = ""
+    ) -> Iterator[dict[str, Any]]:
+        """Every dataset matching `filter`, newest first unless `order_by` says otherwise, fetching pages
+        lazily."""
+        params = {"filter": filter, "orderBy": order_by, "pageSize": page_size or None}
+        return self._pages(f"/v1/{self._path(parent)}/datasets", "datasets", params)
+
+    def update_dataset(self, name: str, body: dict[str, Any], update_mask: list[str]) -> dict[str, Any]:
+        """PATCH the fields named by `update_mask`; returns the updated Dataset."""
+        result: dict[str, Any] = self._request(
+            "PATCH",
+            f"/v1/{self._path(name)}",
+            json_body=body,
+            params={"updateMask": ",".join(update_mask)},
+        )
+        return result
+
+    def delete_dataset(self, name: str) -> dict[str, Any]:
+        """Starts the deletion of the dataset and its data; returns the long-running Operation."""
+        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
+        return result
+
+    # ------------------------------------------------------------------ models
+    # A model name may end in `@VERSION_ID` or `@ALIAS` to address one version; without it, the default.
+    def upload_model(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Uploads a model, or a new version with `parentModel` in `body`; returns the Operation (its
+        response holds `model` and `modelVersionId`)."""
+        result: dict[str, Any] = self._request(
+            "POST", f"/v1/{self._path(parent)}/models:upload", json_body=body
+        )
+        return result
+
+    def get_model(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/v1/{self._path(name)}")
+        return result
+
+    def list_models(
+        self, parent: str, filter: str = "", order_by: str = "", page_size: int = 0
+    ) -> Iterator[dict[str, Any]]:
+        """Every model matching `filter` (each as its default version), fetching pages lazily."""
+        params = {"filter": filter, "orderBy": order_by, "pageSize": page_size or None}
+        return self._pages(f"/v1/{self._path(parent)}/models", "models", params)
+
+    def list_model_versions(
+        self, name: str, filter: str = "", order_by: str = "", page_size: int = 0
+    ) -> Iterator[dict[str, Any]]:
+        """Every version of the model `name` matching `filter`, fetching pages lazily."""
+        params = {"filter": filter, "orderBy": order_by, "pageSize": page_size or None}
+        return self._pages(f"/v1/{self._path(name)}:listVersions", "models", params)
+
+    def update_model(self, name: str, body: dict[str, Any], update_mask: list[str]) -> dict[str, Any]:
+        """PATCH the fields named by `update_mask` of the version `name` addresses; returns the Model."""
+        result: dict[str, Any] = self._request(
+            "PATCH",
+            f"/v1/{self._path(name)}",
+            json_body=body,
+            params={"updateMask": ",".join(update_mask)},
+        )
+        return result
+
+    def delete_model(self, name: str) -> dict[str, Any]:
+        """Starts deleting the model with all its versions; returns the long-running Operation."""
+        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}")
+        return result
+
+    def delete_model_version(self, name: str) -> dict[str, Any]:
+        """Starts deleting the version `name` (`MODEL@VERSION_ID` or `MODEL@ALIAS`) addresses; returns the
+        long-running Operation."""
+        result: dict[str, Any] = self._request("DELETE", f"/v1/{self._path(name)}:deleteVersion")
         return result
 
     # ------------------------------------------------------------------ modelDevelopmentClusters (v1beta1)
@@ -411,18 +521,9 @@ class TrainworksClient:
 
     def list_clusters(self, parent: str, page_size: int = 0) -> Iterator[dict[str, Any]]:
         """Every training cluster of `parent` in ID order, fetching pages lazily."""
-        token = ""
-        while True:
-            params: dict[str, Any] = {"pageToken": token}
-            if page_size:
-                params["pageSize"] = page_size
-            page = self._request(
-                "GET", f"/v1beta1/{self._path(parent)}/modelDevelopmentClusters", params=params
-            )
-            yield from page.get("modelDevelopmentClusters") or []
-            token = page.get("nextPageToken") or ""
-            if not token:
-                return
+        params = {"pageSize": page_size or None}
+        path = f"/v1beta1/{self._path(parent)}/modelDevelopmentClusters"
+        return self._pages(path, "modelDevelopmentClusters", params)
 
     def update_cluster(
         self, name: str, body: dict[str, Any], update_mask: list[str], update_mode: str = ""

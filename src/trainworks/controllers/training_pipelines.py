@@ -20,9 +20,13 @@ from trainworks.controllers.loop import ReconcileLoop
 from trainworks.resources.enums import JobState, PipelineState
 from trainworks.resources.status import Code, status_dict
 from trainworks.resources.wire import now_utc
+from trainworks.services.custom_jobs import CustomJobService
+from trainworks.services.datasets import DatasetService
 from trainworks.services.errors import ApiError
+from trainworks.services.models import ModelService
 from trainworks.services.naming import parent_name
 from trainworks.services.training_pipelines import pipeline_name
+from trainworks.services.tuning_jobs import TuningJobService
 from trainworks.store.jobs import JobStore
 from trainworks.store.operations import OperationStore
 from trainworks.store.tables import TrainingPipelineRow
@@ -88,13 +92,13 @@ class TrainingPipelineController(ReconcileLoop):
         self,
         settings: Settings,
         store: TrainingPipelineStore,
-        custom_jobs: Any,  # CustomJobService
-        tuning_jobs: Any,  # TuningJobService
+        custom_jobs: CustomJobService,
+        tuning_jobs: TuningJobService,
         jobs: JobStore,
         tuning_store: TuningStore,
         operations: OperationStore,
-        models: Any = None,  # ModelService: upload_version(...)
-        datasets: Any = None,  # DatasetService: export(...)
+        models: ModelService | None = None,  # None: pipelines with modelToUpload fail with a clear error
+        datasets: DatasetService | None = None,  # None: pipelines with inputDataConfig fail likewise
     ) -> None:
         self.store = store
         self.custom_jobs = custom_jobs

@@ -72,14 +72,6 @@ class Services:
     training_pipelines: TrainingPipelineService | None = None
     pipeline_controller: TrainingPipelineController | None = None
 
-    def __post_init__(self) -> None:
-        # Pipelines check and export datasets and upload models: bind whichever of those this server has.
-        for target in (self.training_pipelines, self.pipeline_controller):
-            if target is not None:
-                target.datasets = getattr(self, "datasets", None)
-        if self.pipeline_controller is not None:
-            self.pipeline_controller.models = getattr(self, "models", None)
-
     def start(self) -> None:
         self.controller.start()
         for extra in (
@@ -168,13 +160,30 @@ def build_services(settings: Settings) -> Services:
         inventory=inventory,
         custom_jobs=custom_jobs,
     )
-    # Training pipelines: each runs a CustomJob or a tuning job of its own, then registers the model.
+    # The model registry and managed datasets keep their own copies (of artifacts, of rows) under the home.
+    models = ModelService(ModelStore(db), projects, ArtifactRegistry(objects, settings.home / "registry"))
+    datasets = DatasetService(DatasetStore(db), projects, operations, objects, settings.home / "datasets")
+    # Training pipelines: each exports its dataset, runs a CustomJob or a tuning job of its own, then
+    # registers the model.
     pipeline_store = TrainingPipelineStore(db)
     pipeline_controller = TrainingPipelineController(
-        settings, pipeline_store, custom_jobs, tuning_jobs, job_store, tuning_store, op_store
+        settings,
+        pipeline_store,
+        custom_jobs,
+        tuning_jobs,
+        job_store,
+        tuning_store,
+        op_store,
+        models=models,
+        datasets=datasets,
     )
     training_pipelines = TrainingPipelineService(
-        pipeline_store, projects, operations, wake=pipeline_controller.wake, custom_jobs=custom_jobs
+        pipeline_store,
+        projects,
+        operations,
+        wake=pipeline_controller.wake,
+        custom_jobs=custom_jobs,
+        datasets=datasets,
     )
 
     # Training clusters: each one a Slurm cluster of daemons on this host. Node images are re-read on every
@@ -208,8 +217,8 @@ def build_services(settings: Settings) -> Services:
         else None,
         slurm=slurm,
         capacity=CapacityService(job_store, projects, inventory),
-        models=ModelService(ModelStore(db), projects, ArtifactRegistry(objects, settings.home / "registry")),
-        datasets=DatasetService(DatasetStore(db), projects, operations, objects, settings.home / "datasets"),
+        models=models,
+        datasets=datasets,
         training_pipelines=training_pipelines,
         pipeline_controller=pipeline_controller,
     )

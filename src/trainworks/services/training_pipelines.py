@@ -13,6 +13,8 @@ from trainworks.resources.enums import PipelineState
 from trainworks.resources.training_pipeline import TrainingPipeline, input_dict
 from trainworks.resources.wire import format_timestamp, now_utc
 from trainworks.services import listing
+from trainworks.services.custom_jobs import CustomJobService
+from trainworks.services.datasets import DatasetService
 from trainworks.services.errors import FieldViolation, failed_precondition, invalid_argument, not_found
 from trainworks.services.ids import new_numeric_id
 from trainworks.services.job_lifecycle import request_delete
@@ -98,8 +100,8 @@ class TrainingPipelineService:
         projects: Projects,
         operations: OperationService,
         wake: Callable[[], None] = lambda: None,
-        custom_jobs: Any = None,  # CustomJobService: the persistent-resource check of the task's job spec
-        datasets: Any = None,  # DatasetService: checks inputDataConfig
+        custom_jobs: CustomJobService | None = None,  # the persistent-resource check of the task's job spec
+        datasets: DatasetService | None = None,  # checks inputDataConfig
     ) -> None:
         self.store = store
         self.projects = projects
