@@ -48,6 +48,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/slurm_clusters.py
 	$(BIN)/python benchmarks/submit_staging.py
 	$(BIN)/python benchmarks/datasets_registry.py
+	$(BIN)/python benchmarks/console_list.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

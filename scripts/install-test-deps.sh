@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite needs (PostgreSQL server, util-linux, iproute2, podman
 # with its helpers for tests/test_podman.py: runc, conmon, catatonit, busybox-static, ..., and Slurm with
-# munge for the local training clusters: tests/test_slurm_daemons.py, scripts/slurm-local.sh).
+# munge for the local training clusters: tests/test_slurm_daemons.py, scripts/slurm-local.sh, and Chromium
+# for the console's browser tests: tests/test_console_browser.py).
 #
 # Idempotent and non-interactive: exits quickly when everything is already installed and only
 # runs `apt-get update` when something actually has to be installed. Intended for root on a
@@ -19,6 +20,8 @@ PACKAGES+=(podman runc conmon catatonit fuse-overlayfs slirp4netns uidmap contai
     busybox-static)
 # Slurm 22.05 (slurmctld, slurmd, client commands) and munge, run as plain per-cluster daemons, no systemd.
 PACKAGES+=(slurm-wlm munge)
+# Headless Chromium for the web console's browser tests (Playwright drives /usr/bin/chromium).
+PACKAGES+=(chromium)
 
 is_installed() {
     [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
@@ -48,7 +51,8 @@ for pkg in "${PACKAGES[@]}"; do
     fi
 done
 
-if [[ ${#missing[@]} -eq 0 ]] && have_server_binaries && have_container_binaries && have_slurm_binaries; then
+if [[ ${#missing[@]} -eq 0 ]] && have_server_binaries && have_container_binaries && have_slurm_binaries \
+    && [[ -x /usr/bin/chromium ]]; then
     echo "install-test-deps: all packages already installed (${PACKAGES[*]})"
     exit 0
 fi
@@ -57,6 +61,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
     have_server_binaries || missing+=(postgresql)
     have_container_binaries || missing+=(podman runc busybox-static)
     have_slurm_binaries || missing+=(slurm-wlm munge)
+    [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 fi
 
 SUDO=()
@@ -102,6 +107,10 @@ if ! have_container_binaries; then
 fi
 if ! have_slurm_binaries; then
     echo "install-test-deps: slurmctld, slurmd, munged or sbatch is missing after installation" >&2
+    exit 1
+fi
+if [[ ! -x /usr/bin/chromium ]]; then
+    echo "install-test-deps: /usr/bin/chromium is missing after installation" >&2
     exit 1
 fi
 echo "install-test-deps: done"

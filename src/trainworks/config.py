@@ -19,6 +19,7 @@ class Settings:
     database_url: str | None = None
     container_runtime: str = "host"  # "podman" or "host"; resolved at start by the CLI
     api_tokens: frozenset[str] = frozenset()  # bearer tokens or API keys; empty = no auth
+    metrics_open: bool = False  # /metrics answers without a token even when api_tokens are set
     bucket_root: Path | None = None
     gcs_protocol: str = "file"  # "gcs" sends gs:// to real Cloud Storage through gcsfs
     # This server's own URL, which replicas get as STORAGE_EMULATOR_HOST (with local buckets only).

@@ -23,8 +23,12 @@ from trainworks.api.routers import (
     tuning_jobs,
 )
 from trainworks.api.routers.capacity import router as capacity_router
+from trainworks.api.routers.shell import router as shell_router
 from trainworks.api.routers.storage import router as storage_router
+from trainworks.api.routers.tensorboard import router as tensorboard_router
 from trainworks.config import Settings
+from trainworks.console import router as console
+from trainworks.observability import http as observability
 from trainworks.services.container import Services, build_services
 
 
@@ -58,6 +62,10 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(custom_jobs.extensions_router())
     app.include_router(costs.router())
     app.include_router(capacity_router())
+    app.include_router(shell_router())  # the shell WebSocket into running replicas
+    app.include_router(tensorboard_router())
+    observability.install(app, settings)  # /metrics and request timing: after the auth middleware
+    console.install(app)  # the web console at /console (static pages over this same API)
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

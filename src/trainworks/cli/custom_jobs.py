@@ -395,6 +395,28 @@ def stream_logs(
 
 @app.command()
 @handle_errors
+def shell(
+    custom_job: JobArg,
+    replica: Annotated[
+        str, typer.Option("--replica", help="The replica to open the shell in, e.g. workerpool1-0.")
+    ] = "workerpool0-0",
+    command: Annotated[
+        str | None, typer.Option("--command", help="Run this command instead, and exit with its status.")
+    ] = None,
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+) -> None:
+    """Open an interactive shell in a running replica (its namespaces, working directory and env)."""
+    from trainworks.cli.shell import open_shell  # the WebSocket client loads only for this command
+
+    name = job_name(custom_job, project, region)
+    raise typer.Exit(open_shell(endpoint or DEFAULT_ENDPOINT, api_key, name, replica, command))
+
+
+@app.command()
+@handle_errors
 def wait(
     custom_job: JobArg,
     timeout: Annotated[

@@ -14,6 +14,7 @@ from trainworks.cli.models import app as models_app
 from trainworks.cli.persistent_resources import app as persistent_resources_app
 from trainworks.cli.serve import serve
 from trainworks.cli.submit import submit
+from trainworks.cli.tensorboard import tensorboard
 from trainworks.cli.training_pipelines import app as training_pipelines_app
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ app.add_typer(admin_app, name="admin")
 app.add_typer(training_pipelines_app, name="training-pipelines")
 app.command("costs")(costs)
 app.command("submit")(submit)
+app.command("tensorboard")(tensorboard)
 
 
 @app.callback()

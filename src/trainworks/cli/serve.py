@@ -10,6 +10,7 @@ import typer
 import uvicorn
 
 from trainworks.config import Settings, default_home
+from trainworks.observability.log_format import FORMATS, configure_logging
 
 log = logging.getLogger("trainworks")
 
@@ -120,15 +121,33 @@ def serve(
         "default: a folder in /tmp named after --home).",
     ),
     log_level: str = typer.Option("info", "--log-level"),
+    log_format: str = typer.Option(
+        "text", "--log-format", help="text, or json: one JSON object per line (time, level, logger, message)."
+    ),
+    access_log: bool | None = typer.Option(
+        None,
+        "--access-log/--no-access-log",
+        help="A line per request (method, route, status, duration_ms); default: on with --log-format json.",
+        show_default=False,
+    ),
+    metrics_open: bool = typer.Option(
+        False,
+        "--metrics-open",
+        help="Serve /metrics without a token even when --api-token is set (for a Prometheus without one).",
+    ),
 ) -> None:
     """Run the Trainworks server in the foreground."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     tokens = frozenset(t for item in api_token for t in item.split(",") if t)
+    if log_format not in FORMATS:
+        raise typer.BadParameter("--log-format must be text or json")
+    json_logs = log_format == "json"
+    configure_logging(log_format, log_level, json_logs if access_log is None else access_log, redact=tokens)
     settings = Settings(
         home=home or default_home(),
         database_url=database_url,
         container_runtime="host",
         api_tokens=tokens,
+        metrics_open=metrics_open,
         bucket_root=bucket_root,
         gcs_protocol="gcs" if gcs else "file",
         cancel_grace_seconds=cancel_grace,
@@ -160,4 +179,13 @@ def serve(
     from trainworks.api.app import create_app
 
     os.environ.setdefault("TRAINWORKS_HOME", str(settings.home))
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower(), access_log=False)
+    # JSON: uvicorn's own loggers propagate to the root logger's JSON handler instead of its text config.
+    log_config = None if json_logs else uvicorn.config.LOGGING_CONFIG
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        access_log=False,  # the access log is trainworks.access (observability/http.py)
+        log_config=log_config,
+    )

@@ -216,6 +216,11 @@ class TrainworksClient:
         result: dict[str, Any] = self._request("GET", f"/trainworks/v1/{self._path(name)}/status")
         return result
 
+    def get_custom_job_tensorboard(self, name: str) -> dict[str, Any]:
+        """The job's AIP_TENSORBOARD_LOG_DIR (logDir) and, with local buckets, its folder (localPath)."""
+        result: dict[str, Any] = self._request("GET", f"/trainworks/v1/{self._path(name)}/tensorboard")
+        return result
+
     def preempt_custom_job(self, name: str, replica: str | None = None) -> dict[str, Any]:
         """Preempts a running SPOT job's replica (all of them when `replica` is None), for chaos tests."""
         body = {"replica": replica} if replica else {}

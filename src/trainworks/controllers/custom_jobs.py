@@ -62,6 +62,7 @@ from trainworks.controllers.job_policy import (
 from trainworks.controllers.launcher import ReplicaLauncher, task_name
 from trainworks.controllers.loop import ReconcileLoop
 from trainworks.controllers.service_log import log_service
+from trainworks.observability.metrics import ServerMetrics, replica_count
 from trainworks.ports import free_port
 from trainworks.resources.enums import JobState
 from trainworks.resources.status import Code, status_dict
@@ -109,6 +110,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         packages: PackageEnvironments,
         inventory: Inventory | None = None,
         gang: GangBackend | None = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.inventory = inventory or default_inventory()
@@ -118,6 +120,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         # Runs the jobs it accepts (Slurm) whole; every other job runs on `backend`, replica by replica.
         self.gang = gang
         self.launcher = ReplicaLauncher(settings, backend, packages)
+        self.metrics = metrics or ServerMetrics()  # the server's /metrics (queue wait, restarts, passes)
         self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
         # Admission of jobs with persistentResourceId (controllers/persistent_resources.py), when wired.
         self.persistent: Any = None
@@ -152,6 +155,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         queued = [j for j in jobs if j.state == int(S.JOB_STATE_QUEUED) and j.outcome is None]
         if not queued:
             return
+        pass_started = time.perf_counter()
         holding_states = {int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)}
         holding = [
             allocation(j.id, j.project_number, j.location, j.zone, j.spec)
@@ -178,6 +182,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 self.jobs.set_fields(job.id, waiting_reason=reason)
                 job.waiting_reason = reason
                 log_service(self.job_dir(job), f"Job is queued: {reason}.")
+        self.metrics.scheduling_pass_done(time.perf_counter() - pass_started)
 
     def _flex_start_expired(self, job: CustomJobRow, reason: str) -> bool:
         """FLEX_START waits for all replicas together, up to maxWaitDuration (default 24 h, 0: forever)."""
@@ -328,6 +333,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         if self.jobs.transition(job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING):
             if job.start_time is None:  # startTime is the first entry into RUNNING
                 self.jobs.set_fields(job.id, start_time=now_utc())
+                self.metrics.job_started(job.create_time)
             log_service(self.job_dir(job), "Job is running.")
         return True
 
@@ -463,6 +469,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 )
         elif replica.restarts < MAX_WORKER_RESTARTS:
             log_service(self.job_dir(job), f"{what}. Restarting it.", severity="WARNING")
+            self.metrics.replicas_restarted("worker")
             for stale in ("shim.json", "exit.json"):
                 (Path(replica.run_dir) / stale).unlink(missing_ok=True)
             # A new run of the same replica (same address); the lost run keeps its row, times and cost.
@@ -604,6 +611,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         )
         if moved:
             log_service(self.job_dir(job), f"Restarting the job: attempt {job.attempt + 2}.")
+            self.metrics.replicas_restarted(job.outcome["restart"], replica_count(job.spec))
         elif S(self.jobs.get(job.id).state) == S.JOB_STATE_CANCELLING:  # type: ignore[union-attr]
             self.jobs.set_fields(job.id, outcome=self._cancel_outcome())  # cancelled while restarting
 

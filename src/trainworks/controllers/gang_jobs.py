@@ -27,6 +27,7 @@ from trainworks.controllers.job_policy import (
 )
 from trainworks.controllers.launcher import ReplicaLauncher, task_name
 from trainworks.controllers.service_log import log_service
+from trainworks.observability.metrics import ServerMetrics
 from trainworks.resources.enums import JobState
 from trainworks.resources.status import Code
 from trainworks.resources.wire import now_utc
@@ -44,6 +45,7 @@ class GangJobs:
     jobs: JobStore
     launcher: ReplicaLauncher
     gang: GangBackend | None
+    metrics: ServerMetrics
     _preparing: dict[int, Future[dict[int, Path]]]
 
     # provided by the controller
@@ -123,6 +125,7 @@ class GangJobs:
         now = now_utc()
         if job.start_time is None:  # startTime is the first entry into RUNNING
             self.jobs.set_fields(job.id, start_time=now)
+            self.metrics.job_started(job.create_time)
             job.start_time = now
         for replica in replicas:
             if replica.started_at is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainworks.backends.local import LocalBackend
 from trainworks.backends.python_packages import PackageEnvironments
@@ -17,6 +17,8 @@ from trainworks.controllers.launcher import host_env
 from trainworks.controllers.persistent_resources import PersistentResourceController, PersistentResourceJobs
 from trainworks.controllers.training_pipelines import TrainingPipelineController
 from trainworks.controllers.tuning_jobs import TuningJobController
+from trainworks.observability.job_counts import JobCountCollector
+from trainworks.observability.metrics import ServerMetrics
 from trainworks.scheduling.inventory import load_inventory
 from trainworks.services.capacity import CapacityService
 from trainworks.services.clusters import ClusterService
@@ -71,6 +73,7 @@ class Services:
     models: ModelService | None = None  # the model registry
     training_pipelines: TrainingPipelineService | None = None
     pipeline_controller: TrainingPipelineController | None = None
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)  # what /metrics shows
 
     def start(self) -> None:
         self.controller.start()
@@ -101,6 +104,8 @@ class Services:
 def build_services(settings: Settings) -> Services:
     settings.ensure_dirs()
     db = Database(settings.db_url)
+    metrics = ServerMetrics()
+    metrics.add_collector(JobCountCollector(db))  # trainworks_jobs, counted at scrape time
     projects = Projects(db)
     job_store = JobStore(db)
     op_store = OperationStore(db)
@@ -130,6 +135,7 @@ def build_services(settings: Settings) -> Services:
         PackageEnvironments(settings.cache_dir, objects),
         inventory,
         gang=slurm,
+        metrics=metrics,
     )
     controller.persistent = pr_jobs
     pr_controller = PersistentResourceController(
@@ -145,6 +151,7 @@ def build_services(settings: Settings) -> Services:
         wake=controller.wake,
         inventory=inventory,
         persistent_resources=persistent_resources,
+        web_access_base=settings.storage_url,  # webAccessUris point at this server's console
     )
     costs = CostService(job_store, projects)
     costs.add_resource_source(persistent_resources)
@@ -221,4 +228,5 @@ def build_services(settings: Settings) -> Services:
         datasets=datasets,
         training_pipelines=training_pipelines,
         pipeline_controller=pipeline_controller,
+        metrics=metrics,
     )

@@ -27,6 +27,7 @@ from trainworks.services.job_lifecycle import request_cancel, request_delete
 from trainworks.services.naming import custom_job_name, numeric_id
 from trainworks.services.operations import OperationService
 from trainworks.services.projects import Projects
+from trainworks.services.web_access import wants_web_access, web_access_uris
 from trainworks.services.wire_errors import parse_body
 from trainworks.store.jobs import JobStore
 from trainworks.store.tables import CustomJobRow
@@ -64,7 +65,9 @@ class CustomJobService:
         wake: Callable[[], None] = lambda: None,
         inventory: Inventory | None = None,
         persistent_resources: Any = None,  # PersistentResourceService: jobs with persistentResourceId
+        web_access_base: str | None = None,  # the server's own URL, for webAccessUris
     ) -> None:
+        self.web_access_base = web_access_base
         self.inventory = inventory or default_inventory()
         self.persistent_resources = persistent_resources
         self.jobs = jobs
@@ -126,7 +129,16 @@ class CustomJobService:
         return row
 
     def get(self, project: str, location: str, job_id: str) -> dict[str, Any]:
-        return job_wire(self.find(project, location, job_id))
+        return self.wire(self.find(project, location, job_id))
+
+    def wire(self, row: CustomJobRow) -> dict[str, Any]:
+        """job_wire plus webAccessUris, which only running jobs with enableWebAccess have."""
+        out = job_wire(row)
+        if self.web_access_base and wants_web_access(row):
+            uris = web_access_uris(self.web_access_base, row, self.jobs.replicas(row.id, row.attempt))
+            if uris:
+                out["webAccessUris"] = uris
+        return out
 
     def list(
         self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
@@ -139,7 +151,7 @@ class CustomJobService:
         rows = self.jobs.page(number, location, where, after, size + 1)
         out: dict[str, Any] = {}
         if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
-            out["customJobs"] = [listing.apply_read_mask(job_wire(r), read_mask) for r in rows[:size]]
+            out["customJobs"] = [listing.apply_read_mask(self.wire(r), read_mask) for r in rows[:size]]
         if len(rows) > size:
             last = rows[size - 1]
             out["nextPageToken"] = listing.page_token(last.create_time, last.id, fingerprint)

@@ -1,0 +1,1 @@
+"""Observability of the server: Prometheus metrics, structured JSON logs and TensorBoard log directories."""
