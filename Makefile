@@ -42,6 +42,7 @@ format: $(TEST_STAMP)
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/launch_latency.py
 	$(BIN)/python benchmarks/api_throughput.py
+	$(BIN)/python benchmarks/load.py
 	$(BIN)/python benchmarks/persistent_warm_start.py
 	$(BIN)/python benchmarks/scheduling_pass.py
 	$(BIN)/python benchmarks/tuning_regret.py

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from trainworks import __version__
+from trainworks.api import openapi
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import install_error_handlers
 from trainworks.api.routers import (
@@ -65,6 +66,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(shell_router())  # the shell WebSocket into running replicas
     app.include_router(tensorboard_router())
     observability.install(app, settings)  # /metrics and request timing: after the auth middleware
+    openapi.install(app)  # the query parameters and bodies routes read by hand
     console.install(app)  # the web console at /console (static pages over this same API)
 
     @app.get("/healthz")

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trainworks.resources.status import Code
@@ -79,6 +80,13 @@ def install_error_handlers(app: FastAPI) -> None:
         try:
             return await call_next(request)
         except Exception as exc:
+            if _database_busy(exc):
+                # Another process held SQLite's write lock past busy_timeout: retryable, not a fault.
+                log.warning("database busy, answered 503: %s", exc)
+                return JSONResponse(
+                    error_body(503, Code.UNAVAILABLE, "The database is busy. Retry the request."),
+                    status_code=503,
+                )
             log.exception("internal error", exc_info=exc)
             return JSONResponse(
                 error_body(
@@ -86,6 +94,10 @@ def install_error_handlers(app: FastAPI) -> None:
                 ),
                 status_code=500,
             )
+
+
+def _database_busy(exc: Exception) -> bool:
+    return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
 
 
 async def json_body(request: Request, required: bool = True) -> Any:

@@ -12,8 +12,9 @@ Terms combine with ``AND``, ``OR``, ``NOT`` / ``-`` and parentheses; juxtapositi
 As AIP-160 specifies, ``OR`` binds tighter than ``AND``: ``a AND b OR c`` means ``a AND (b OR c)``.
 
 Every comparison compiles to a two-valued SQL expression (never NULL), so ``NOT`` behaves as users expect
-for rows whose column is NULL or that lack a label.  The output uses only generic SQLAlchemy constructs
-(JSON indexing, ``LIKE ... ESCAPE``), so the same expression runs on SQLite and PostgreSQL.
+for rows whose column is NULL or that lack a label.  The output uses generic SQLAlchemy constructs (JSON
+indexing, ``LIKE ... ESCAPE``; ``GLOB`` on SQLite, whose LIKE ignores case), so the same expression runs, and
+matches the same rows, on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeAlias
 
 from sqlalchemy import and_, false, not_, or_, true
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import Boolean
 
 __all__ = [
     "And",
@@ -417,10 +421,34 @@ def _like_pattern(glob: str) -> str:
     return "".join(out)
 
 
+class _GlobMatch(ColumnElement[bool]):
+    """``column`` matches ``glob`` (only ``*`` is special), case-sensitively on every database."""
+
+    inherit_cache = False  # the glob is not part of SQLAlchemy's cache key, so never reuse compiled SQL
+    type = Boolean()
+
+    def __init__(self, column: ColumnElement[str], glob: str) -> None:
+        self.column = column
+        self.glob = glob
+
+
+@compiles(_GlobMatch)
+def _glob_as_like(element: _GlobMatch, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(element.column.like(_like_pattern(element.glob), escape="\\"), **kw)
+
+
+@compiles(_GlobMatch, "sqlite")
+def _glob_as_sqlite_glob(element: _GlobMatch, compiler: SQLCompiler, **kw: Any) -> str:
+    # SQLite's LIKE ignores ASCII case (PostgreSQL's does not); its GLOB is case-sensitive. Only '*' stays a
+    # wildcard: GLOB's '?' and '[' are bracketed.
+    pattern = "".join(f"[{ch}]" if ch in "?[" else ch for ch in element.glob)
+    return compiler.process(element.column.op("GLOB", is_comparison=True)(pattern), **kw)
+
+
 def _glob(column: ColumnElement[str], glob: str, nullable: bool) -> ColumnElement[bool]:
     if "*" not in glob:
         return _compare(column, "=", glob, nullable)
-    expr = column.like(_like_pattern(glob), escape="\\")
+    expr = _GlobMatch(column, glob)
     return and_(column.is_not(None), expr) if nullable else expr
 
 

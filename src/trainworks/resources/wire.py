@@ -163,7 +163,8 @@ def parse_timestamp(value: Any) -> datetime:
 def format_timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with 0, 3 or 6 fractional digits, as protobuf prints it."""
     value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    # Four-digit year as RFC 3339 requires: strftime's %Y does not pad years before 1000.
+    base = f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S")
     micros = value.microsecond
     if micros == 0:
         return base + "Z"

@@ -14,7 +14,8 @@ from typing import Any
 
 import fsspec
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+# Matched with fullmatch: '$' would also accept a name ending in a line break ("bkt\n").
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
 
 
 class StoragePathError(ValueError):
@@ -36,7 +37,7 @@ def parse_gcs_uri(uri: str) -> GcsPath:
         raise StoragePathError(f"{uri!r} is not a gs:// URI")
     rest = uri[len("gs://") :]
     bucket, _, key = rest.partition("/")
-    if not _BUCKET_RE.match(bucket) or ".." in bucket:
+    if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket:
         raise StoragePathError(f"invalid bucket name {bucket!r} in {uri!r}")
     if "\x00" in key or "\\" in key:
         raise StoragePathError(f"invalid object name in {uri!r}")

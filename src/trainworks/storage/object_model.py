@@ -113,12 +113,15 @@ def hash_file(handle: BinaryIO) -> tuple[str, str, int]:
 
 def check_bucket_name(bucket: str) -> str:
     try:
-        parse_gcs_uri(f"gs://{bucket}/")
+        # The whole name must be the bucket: "bkt/x" parses as bucket "bkt" with a key.
+        valid = parse_gcs_uri(f"gs://{bucket}/").bucket == bucket
     except StoragePathError:
+        valid = False
+    if not valid:
         raise bad_request(
             f"Invalid bucket name: {bucket[:300]!r}. Bucket names use 3-222 lowercase letters, digits, "
             "dots, dashes and underscores, and start and end with a letter or digit."
-        ) from None
+        )
     return bucket
 
 
