@@ -86,10 +86,15 @@ def test_job_gauges_move_and_queue_wait_is_observed(server: ServerProcess, gate:
     name = create(server, job(python_pool(GATED, args=[str(gate)]), name="metrics-gauge"))
 
     def counted_running() -> Samples | None:
+        # The state is written before the controller observes the wait: wait for both, not just the state.
         samples = scrape(server)
-        return samples if jobs_in(samples, "RUNNING") == jobs_in(before, "RUNNING") + 1 else None
+        running = jobs_in(samples, "RUNNING") == jobs_in(before, "RUNNING") + 1
+        waits = value(samples, "trainworks_job_queue_wait_seconds_count") - value(
+            before, "trainworks_job_queue_wait_seconds_count"
+        )
+        return samples if running and waits >= 1 else None
 
-    running = wait_for(counted_running, what="trainworks_jobs RUNNING to count the job")
+    running = wait_for(counted_running, what="trainworks_jobs RUNNING and its queue wait to be counted")
     assert value(running, "trainworks_job_queue_wait_seconds_count") == (
         value(before, "trainworks_job_queue_wait_seconds_count") + 1
     )

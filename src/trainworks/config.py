@@ -36,6 +36,8 @@ class Settings:
     # Where training clusters' Slurm daemons keep their state. Unix socket paths are short (107 bytes) and
     # munged wants every parent directory searchable by all, so by default it is a short folder in /tmp.
     clusters_root: Path | None = None
+    max_request_bytes: int = 16 << 20  # JSON request bodies (api/limits.py)
+    max_object_bytes: int = 5 << 40  # one Cloud Storage upload's object, as Cloud Storage allows
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).expanduser().resolve()

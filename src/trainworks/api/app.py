@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from trainworks import __version__
-from trainworks.api import openapi
+from trainworks.api import limits, openapi
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import install_error_handlers
 from trainworks.api.routers import (
@@ -47,6 +47,8 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app = FastAPI(
         title="Trainworks", version=__version__, lifespan=lifespan, docs_url="/docs", redoc_url=None
     )
+    # Innermost middleware (added first): its body-limit errors reach the routes' handlers unwrapped.
+    limits.install(app, settings.max_request_bytes, settings.max_object_bytes)
     install_error_handlers(app)
     app.middleware("http")(auth_middleware(settings.api_tokens))
     for prefix in ("/v1", "/v1beta1"):

@@ -120,6 +120,12 @@ def serve(
         help="Where training clusters' Slurm daemons keep their state (a short path searchable by all users; "
         "default: a folder in /tmp named after --home).",
     ),
+    max_request_bytes: int = typer.Option(
+        16 << 20, "--max-request-bytes", min=1, help="Largest JSON request body; larger ones get 413."
+    ),
+    max_object_bytes: int = typer.Option(
+        5 << 40, "--max-object-bytes", min=1, help="Largest object a Cloud Storage upload may write."
+    ),
     log_level: str = typer.Option("info", "--log-level"),
     log_format: str = typer.Option(
         "text", "--log-format", help="text, or json: one JSON object per line (time, level, logger, message)."
@@ -155,6 +161,8 @@ def serve(
         preemption_notice_seconds=preemption_notice,
         insecure_registries=tuple(insecure_registry),
         clusters_root=clusters_dir,
+        max_request_bytes=max_request_bytes,
+        max_object_bytes=max_object_bytes,
         storage_url=storage_url(host, port),
     )
     if insecure_registry:

@@ -67,7 +67,7 @@ from trainworks.ports import free_port
 from trainworks.resources.enums import JobState
 from trainworks.resources.status import Code, status_dict
 from trainworks.resources.wire import format_timestamp, now_utc, parse_duration, parse_timestamp
-from trainworks.scheduling.admission import plan_admissions
+from trainworks.scheduling.admission import Decision, plan_admissions
 from trainworks.scheduling.inventory import Inventory, default_inventory
 from trainworks.scheduling.job_requests import allocation, job_request
 from trainworks.store.jobs import ACTIVE_STATES, JobStore
@@ -78,6 +78,13 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 S = JobState
+_HOLDING_STATES = frozenset({int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)})
+# (inventory, {(holding job id, zone)}, {queued job id}): everything an admission pass reads.
+_PlanKey = tuple[Inventory, frozenset[tuple[int, str | None]], frozenset[int]]
+
+
+def _same_key(a: _PlanKey, b: _PlanKey) -> bool:
+    return a[0] is b[0] and a[1] == b[1] and a[2] == b[2]
 
 
 def _tail(path: Path, lines: int = 20, max_bytes: int = 8192) -> str:
@@ -129,6 +136,9 @@ class CustomJobController(GangJobs, ReconcileLoop):
         # When each SPOT job last rolled for random preemption (a restarted server starts the clock again).
         self._rolled: dict[int, float] = {}
         self._random = random.Random()
+        # The last admission pass's input key and decision, reused while nothing it depends on changed; an
+        # optimisation only (a restarted server plans again on its first pass).
+        self._last_plan: tuple[_PlanKey, Decision] | None = None
         super().__init__(settings.resync_seconds)
 
     # -------------------------------------------------------------- loop
@@ -154,18 +164,30 @@ class CustomJobController(GangJobs, ReconcileLoop):
         """Gang admission of queued jobs into the capacity left by the jobs holding some (scheduling/)."""
         queued = [j for j in jobs if j.state == int(S.JOB_STATE_QUEUED) and j.outcome is None]
         if not queued:
+            self._last_plan = None
             return
-        pass_started = time.perf_counter()
-        holding_states = {int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)}
-        holding = [
-            allocation(j.id, j.project_number, j.location, j.zone, j.spec)
-            for j in jobs
-            if j.state in holding_states and j.zone
-        ]
-        requests = [
-            job_request(j.id, j.project_number, j.location, j.spec, j.labels, j.create_time) for j in queued
-        ]
-        decision = plan_admissions(self.inventory, holding, requests)
+        holding_jobs = [j for j in jobs if j.state in _HOLDING_STATES and j.zone]
+        # plan_admissions is pure: its result depends only on the inventory, the holding allocations and the
+        # requests. A job's project, location, spec, labels and create time never change, so the ids (and
+        # the zones of the holding jobs) stand for the whole input; the frozen inventory is compared by
+        # identity. An unchanged key means the same decision: only the per-job time checks below run.
+        key = (
+            self.inventory,
+            frozenset((j.id, j.zone) for j in holding_jobs),
+            frozenset(j.id for j in queued),
+        )
+        pass_started: float | None = None
+        if self._last_plan is not None and _same_key(self._last_plan[0], key):
+            decision = self._last_plan[1]
+        else:
+            pass_started = time.perf_counter()
+            holding = [allocation(j.id, j.project_number, j.location, j.zone, j.spec) for j in holding_jobs]
+            requests = [
+                job_request(j.id, j.project_number, j.location, j.spec, j.labels, j.create_time)
+                for j in queued
+            ]
+            decision = plan_admissions(self.inventory, holding, requests)
+            self._last_plan = (key, decision)
         for job in queued:
             zone = decision.admitted.get(job.id)
             if zone is not None:
@@ -182,7 +204,8 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 self.jobs.set_fields(job.id, waiting_reason=reason)
                 job.waiting_reason = reason
                 log_service(self.job_dir(job), f"Job is queued: {reason}.")
-        self.metrics.scheduling_pass_done(time.perf_counter() - pass_started)
+        if pass_started is not None:  # a real planning pass, not a reused decision
+            self.metrics.scheduling_pass_done(time.perf_counter() - pass_started)
 
     def _flex_start_expired(self, job: CustomJobRow, reason: str) -> bool:
         """FLEX_START waits for all replicas together, up to maxWaitDuration (default 24 h, 0: forever)."""

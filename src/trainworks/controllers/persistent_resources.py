@@ -182,7 +182,8 @@ class PersistentResourceController(ReconcileLoop):
     def reconcile_once(self) -> bool:
         """One pass over every resource; True while one is changing state."""
         rows = self.store.all()
-        jobs = [j for j in self.jobs.active() if job_resource_id(j.spec)]
+        # No resource: no job of one to look at, so skip loading every active job (costly with many queued).
+        jobs = [j for j in self.jobs.active() if job_resource_id(j.spec)] if rows else []
         busy = False
         for row in rows:
             try:

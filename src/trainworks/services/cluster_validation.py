@@ -82,7 +82,7 @@ def check_cluster_id(value: str, slurm: bool = True) -> list[FieldViolation]:
     where = "model_development_cluster_id"
     if not value:
         return [FieldViolation(where, "Required field is not set.")]
-    if slurm and "-" in value and CLUSTER_ID.match(value):
+    if slurm and "-" in value and CLUSTER_ID.fullmatch(value):
         return [
             FieldViolation(
                 where,
@@ -92,7 +92,7 @@ def check_cluster_id(value: str, slurm: bool = True) -> list[FieldViolation]:
             )
         ]
     pattern = SLURM_CLUSTER_ID if slurm else CLUSTER_ID
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         allowed = "lowercase letters and digits" if slurm else "lowercase letters, digits and '-'"
         return [
             FieldViolation(
@@ -218,7 +218,7 @@ def _check_pool(pool: NodePool, path: str, machines: MachineCatalog) -> list[Fie
     out: list[FieldViolation] = []
     if not pool.id:
         out.append(FieldViolation(f"{path}.id", "Required field is not set."))
-    elif not POOL_ID.match(pool.id):
+    elif not POOL_ID.fullmatch(pool.id):
         out.append(
             FieldViolation(
                 f"{path}.id",

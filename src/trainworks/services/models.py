@@ -159,7 +159,7 @@ def check_aliases(aliases: list[str], path: str, allow_removal: bool = False) ->
     for i, raw in enumerate(aliases):
         alias = raw[1:] if allow_removal and raw.startswith("-") else raw
         where = f"{path}[{i}]"
-        if not ALIAS.match(alias):
+        if not ALIAS.fullmatch(alias):
             out.append(
                 FieldViolation(
                     where,
@@ -263,7 +263,7 @@ class ModelService:
         """The model a path segment names (`ID`, `ID@VERSION` or `ID@ALIAS`) and its selector."""
         number = self.projects.number(project, location)
         model_id, at, selector = ref.partition("@")
-        if not (MODEL_ID.match(model_id) or _SERVER_ID.match(model_id)):
+        if not (MODEL_ID.fullmatch(model_id) or _SERVER_ID.fullmatch(model_id)):
             raise not_found(f"Model {model_name(number, location, model_id)!r}")
         if at and not selector:
             raise invalid_argument([FieldViolation("name", "a version or alias must follow '@'")])
@@ -376,7 +376,7 @@ class ModelService:
         make_op: Callable[[ModelKey, int], OperationRow] | None,
     ) -> tuple[str, str, OperationRow | None]:
         violations = _check_model(model)
-        if model_id is not None and not MODEL_ID.match(model_id):
+        if model_id is not None and not MODEL_ID.fullmatch(model_id):
             violations.append(
                 FieldViolation(
                     "model_id",

@@ -27,6 +27,6 @@ _NUMERIC = re.compile(r"^[0-9]{1,19}$")
 
 def numeric_id(value: str, what: str) -> int:
     """A numeric resource ID from the path; anything else cannot name a resource."""
-    if not _NUMERIC.match(value) or int(value) >= 2**63:
+    if not _NUMERIC.fullmatch(value) or int(value) >= 2**63:
         raise not_found(f"{what} {value!r}")
     return int(value)

@@ -23,7 +23,7 @@ _MODULE = re.compile(r"^[a-z_][a-z0-9_]*$")
 def check_resource_id(value: str) -> list[FieldViolation]:
     if not value:
         return [FieldViolation("persistent_resource_id", "Required field is not set.")]
-    if not RESOURCE_ID.match(value):
+    if not RESOURCE_ID.fullmatch(value):
         return [
             FieldViolation(
                 "persistent_resource_id",
@@ -113,7 +113,7 @@ def check_pool_counts(pool: ResourcePool, path: str) -> list[FieldViolation]:
 
 def _check_pool(pool: ResourcePool, path: str) -> list[FieldViolation]:
     out: list[FieldViolation] = []
-    if pool.id and not RESOURCE_ID.match(pool.id):
+    if pool.id and not RESOURCE_ID.fullmatch(pool.id):
         out.append(
             FieldViolation(
                 f"{path}.id",

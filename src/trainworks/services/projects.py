@@ -31,7 +31,7 @@ class Projects:
         """The project number for a project ID or number, registering new project IDs on first use.
 
         The location of the path is checked here too, since every resource is scoped by both."""
-        if location is not None and not _LOCATION.match(location):
+        if location is not None and not _LOCATION.fullmatch(location):
             raise invalid_argument(
                 [
                     FieldViolation(

@@ -141,7 +141,7 @@ def _check_model(
         )
     if pipeline.model_id and pipeline.parent_model:
         out.append(FieldViolation(f"{ROOT}.model_id", "may not be set together with parent_model"))
-    if pipeline.model_id and not _MODEL_ID.match(pipeline.model_id):
+    if pipeline.model_id and not _MODEL_ID.fullmatch(pipeline.model_id):
         out.append(
             FieldViolation(
                 f"{ROOT}.model_id",

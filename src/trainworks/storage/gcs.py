@@ -18,6 +18,10 @@ import fsspec
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
 
 
+MAX_OBJECT_NAME = 1024  # bytes of UTF-8, as Cloud Storage allows
+_NAME_MAX = 255  # bytes in one path component on local filesystems
+
+
 class StoragePathError(ValueError):
     """A gs:// URI that is malformed or escapes its bucket."""
 
@@ -41,6 +45,8 @@ def parse_gcs_uri(uri: str) -> GcsPath:
         raise StoragePathError(f"invalid bucket name {bucket!r} in {uri!r}")
     if "\x00" in key or "\\" in key:
         raise StoragePathError(f"invalid object name in {uri!r}")
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_OBJECT_NAME:
+        raise StoragePathError(f"the object name in {uri[:100]!r}... is longer than {MAX_OBJECT_NAME} bytes")
     parts = [p for p in key.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise StoragePathError(f"{uri!r} escapes its bucket: '..' is not allowed in object names")
@@ -67,6 +73,9 @@ class ObjectStore:
         if not self.is_local or self.bucket_root is None:
             raise StoragePathError("objects are not stored locally")
         path = parse_gcs_uri(uri)
+        if any(len(part.encode("utf-8", "surrogatepass")) > _NAME_MAX for part in path.key.split("/")):
+            # The filesystem would refuse it (ENAMETOOLONG): no such object can exist locally.
+            raise StoragePathError(f"{uri[:100]!r}... has a path segment longer than {_NAME_MAX} bytes")
         resolved = (self.bucket_root / path.bucket / path.key).resolve()
         bucket_dir = (self.bucket_root / path.bucket).resolve()
         if resolved != bucket_dir and bucket_dir not in resolved.parents:
