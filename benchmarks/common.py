@@ -176,3 +176,34 @@ def machine() -> dict[str, Any]:
 
 def dump_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True)
+
+
+# ------------------------------------------------------------------ ratio tables
+def fmt(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "n/a"
+    if seconds >= 0.1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds * 1000:.1f} ms" if seconds >= 0.01 else f"{seconds * 1000:.2f} ms"
+
+
+def table(rows: list[tuple[str, dict[str, float], str, dict[str, float]]], size: int | None = None) -> str:
+    def cell(stat: dict[str, float], key: str) -> str:
+        text = fmt(stat[key])
+        return f"{text} ({size / stat[key] / 1e6:.0f} MB/s)" if size else text
+
+    lines = [
+        [
+            what,
+            measured["n"],
+            cell(measured, "median"),
+            cell(measured, "p90"),
+            against,
+            cell(base, "median"),
+            cell(base, "p90"),
+            f"{measured['median'] / base['median']:.2f}x",
+        ]
+        for what, measured, against, base in rows
+    ]
+    headers = ["measured", "trials", "median", "p90", "against", "median", "p90", "ratio (median)"]
+    return markdown_table(headers, lines)

@@ -363,36 +363,6 @@ def finished_job(http: httpx.Client) -> str:
 
 
 # ------------------------------------------------------------------------------------------ report
-def fmt(seconds: float) -> str:
-    if math.isnan(seconds):
-        return "n/a"
-    if seconds >= 0.1:
-        return f"{seconds * 1000:.0f} ms"
-    return f"{seconds * 1000:.1f} ms" if seconds >= 0.01 else f"{seconds * 1000:.2f} ms"
-
-
-def table(rows: list[tuple[str, dict[str, float], str, dict[str, float]]], size: int | None = None) -> str:
-    def cell(stat: dict[str, float], key: str) -> str:
-        text = fmt(stat[key])
-        return f"{text} ({size / stat[key] / 1e6:.0f} MB/s)" if size else text
-
-    lines = [
-        [
-            what,
-            measured["n"],
-            cell(measured, "median"),
-            cell(measured, "p90"),
-            against,
-            cell(base, "median"),
-            cell(base, "p90"),
-            f"{measured['median'] / base['median']:.2f}x",
-        ]
-        for what, measured, against, base in rows
-    ]
-    headers = ["measured", "trials", "median", "p90", "against", "median", "p90", "ratio (median)"]
-    return common.markdown_table(headers, lines)
-
-
 def ratios(results: dict[str, Any]) -> dict[str, float]:
     """Medians over medians: measured / against, as the tables show them."""
     pairs = {
@@ -419,7 +389,7 @@ def report(results: dict[str, Any], elapsed: float) -> str:
         "",
         "### 1. Tabular dataset create (until the operation is done)",
         "",
-        table(
+        common.table(
             [
                 (
                     "POST datasets (read + parse + check + store)",
@@ -434,7 +404,7 @@ def report(results: dict[str, Any], elapsed: float) -> str:
         "",
         "### 2. Export, fractionSplit 0.8/0.1/0.1, 5,000-row CSV shards (DatasetService.export in-process)",
         "",
-        table(
+        common.table(
             [
                 (
                     "DatasetService.export (exact cut after a SHA-256 order)",
@@ -448,12 +418,12 @@ def report(results: dict[str, Any], elapsed: float) -> str:
         "",
         "### 3. Model registry",
         "",
-        table(
+        common.table(
             [("models:upload (until done)", upload["upload"], "shutil.copytree", upload["copytree"])],
             size=data["artifact_bytes"],
         ),
         "",
-        table([("GET models/M@1", get["model"], "GET customJobs/J", get["job"])]),
+        common.table([("GET models/M@1", get["model"], "GET customJobs/J", get["job"])]),
         "",
         f"{elapsed:.0f}s in all; machine: {common.machine()}",
     ]

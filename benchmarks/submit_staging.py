@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import random
 import shutil
 import signal
@@ -340,38 +339,6 @@ def submit_trial(
 
 
 # ------------------------------------------------------------------------------------------ report
-def fmt(seconds: float) -> str:
-    if math.isnan(seconds):
-        return "n/a"
-    return f"{seconds * 1000:.0f} ms" if seconds >= 0.1 else f"{seconds * 1000:.1f} ms"
-
-
-def rate(size: int, seconds: float) -> str:
-    return f"{size / seconds / 1e6:.0f} MB/s"
-
-
-def table(rows: list[tuple[str, dict[str, float], str, dict[str, float]]], size: int | None = None) -> str:
-    def cell(stat: dict[str, float], key: str) -> str:
-        text = fmt(stat[key])
-        return f"{text} ({rate(size, stat[key])})" if size else text
-
-    lines = [
-        [
-            what,
-            measured["n"],
-            cell(measured, "median"),
-            cell(measured, "p90"),
-            against,
-            cell(base, "median"),
-            cell(base, "p90"),
-            f"{measured['median'] / base['median']:.2f}x",
-        ]
-        for what, measured, against, base in rows
-    ]
-    headers = ["measured", "trials", "median", "p90", "against", "median", "p90", "ratio (median)"]
-    return common.markdown_table(headers, lines)
-
-
 def ratios(results: dict[str, Any]) -> dict[str, float]:
     """Medians over medians: measured / against, as the tables show them."""
     pairs = {
@@ -392,7 +359,7 @@ def report(results: dict[str, Any], elapsed: float) -> str:
     pkg, stage, big, sub = results["package"], results["staging"], results["big"], results["submit"]
     zip_ms = stage["zip"]["median"]
     first, unchanged = stage["first"]["median"], stage["unchanged"]["median"]
-    staging_table = table(
+    staging_table = common.table(
         [
             (
                 "first stage_code (zip + hash + checks + gcsfs upload)",
@@ -409,7 +376,7 @@ def report(results: dict[str, Any], elapsed: float) -> str:
             ("read + hash + zip alone", stage["zip"], "first stage_code", stage["first"]),
         ]
     )
-    big_table = table(
+    big_table = common.table(
         [
             (
                 "CodeStore.put_bytes (gcsfs resumable, 4 MiB chunks)",
@@ -421,7 +388,7 @@ def report(results: dict[str, Any], elapsed: float) -> str:
         ],
         size=BIG_BYTES,
     )
-    submit_table = table(
+    submit_table = common.table(
         [
             (
                 "submit_run(cfg, wait=False)",
@@ -434,10 +401,13 @@ def report(results: dict[str, Any], elapsed: float) -> str:
     phases = common.markdown_table(
         ["submit_run phase (medians)", "time"],
         [
-            ["target + stage_code (read + hash + exists, code unchanged)", fmt(sub["phase_stage"]["median"])],
-            ["run.yaml upload + capacity preflight", fmt(sub["phase_preflight"]["median"])],
-            ["create + status look + ledger upload", fmt(sub["phase_create"]["median"])],
-            ["whole submit_run", fmt(sub["submit"]["median"])],
+            [
+                "target + stage_code (read + hash + exists, code unchanged)",
+                common.fmt(sub["phase_stage"]["median"]),
+            ],
+            ["run.yaml upload + capacity preflight", common.fmt(sub["phase_preflight"]["median"])],
+            ["create + status look + ledger upload", common.fmt(sub["phase_create"]["median"])],
+            ["whole submit_run", common.fmt(sub["submit"]["median"])],
         ],
     )
     lines = [
@@ -450,9 +420,11 @@ def report(results: dict[str, Any], elapsed: float) -> str:
         "",
         staging_table,
         "",
-        f"- first stage: read + hash + zip {fmt(zip_ms)} ({zip_ms / first:.0%}), the rest (exists + bucket "
-        f"checks + upload) {fmt(first - zip_ms)} vs {fmt(stage['raw']['median'])} for the raw POST",
-        f"- unchanged code: {fmt(unchanged)} (read, hash, one metadata request; nothing zipped or uploaded), "
+        f"- first stage: read + hash + zip {common.fmt(zip_ms)} ({zip_ms / first:.0%}), the rest "
+        f"(exists + bucket checks + upload) {common.fmt(first - zip_ms)} vs "
+        f"{common.fmt(stage['raw']['median'])} for the raw POST",
+        f"- unchanged code: {common.fmt(unchanged)} (read, hash, one metadata request; nothing zipped or "
+        "uploaded), "
         f"saving {1 - unchanged / first:.0%} of the first stage",
         "",
         f"### 2. A {BIG_BYTES // (1024 * 1024)} MiB object ({CHUNK // (1024 * 1024)} MiB chunks for gcsfs)",
