@@ -232,3 +232,23 @@ def report_operation(
         f"Check it with:\n  {hint}"
     )
     raise typer.Exit(1)
+
+
+# ====================================================================== operations run in the foreground
+def operation_done(client: TrainworksClient, op: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The operation once done, or as it stands after `timeout` seconds."""
+    return op if op.get("done") else client.wait_operation(op["name"], timeout)
+
+
+def exit_unless_succeeded(op: dict[str, Any], what: str, timeout: float) -> None:
+    """An operation that failed, or is still running after the wait, prints why and exits 1."""
+    error = op.get("error")
+    if error:
+        print_status(f"ERROR: {what} failed: code {error.get('code', 0)}: {error.get('message', '')}")
+        raise typer.Exit(1)
+    if not op.get("done"):
+        print_status(
+            f"ERROR: {what} is not done after {timeout:g}s: operation [{op.get('name', '')}] goes on in "
+            "the background."
+        )
+        raise typer.Exit(1)

@@ -19,8 +19,10 @@ from trainworks.cli.common import (
     FormatOpt,
     ProjectOpt,
     RegionOpt,
+    exit_unless_succeeded,
     handle_errors,
     make_client,
+    operation_done,
     require_region,
 )
 from trainworks.cli.pool_specs import FlagError, parse_dict
@@ -69,16 +71,9 @@ def _gcs_imports(jsonl: str) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------ operations
 def _finish(client: TrainworksClient, op: dict[str, Any], what: str) -> dict[str, Any]:
-    """The finished operation (waiting if it is not done yet); its error exits 1."""
-    if not op.get("done"):
-        op = client.wait_operation(op["name"], 300.0)
-    error = op.get("error")
-    if error:
-        print_status(f"ERROR: {what} failed: code {error.get('code', 0)}: {error.get('message', '')}")
-        raise typer.Exit(1)
-    if not op.get("done"):
-        print_status(f"ERROR: {what} is not done after 300s: operation [{op.get('name', '')}].")
-        raise typer.Exit(1)
+    """The finished operation (waiting up to 300 s if it is not done yet); its error exits 1."""
+    op = operation_done(client, op, 300.0)
+    exit_unless_succeeded(op, what, 300.0)
     return op
 
 

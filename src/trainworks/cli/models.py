@@ -18,13 +18,14 @@ from trainworks.cli.common import (
     FormatOpt,
     ProjectOpt,
     RegionOpt,
+    exit_unless_succeeded,
     handle_errors,
     make_client,
+    operation_done,
     require_region,
 )
 from trainworks.cli.pool_specs import FlagError, parse_dict, split_list
 from trainworks.cli.render import OutputFormat, print_data, print_status
-from trainworks.client.rest import TrainworksClient
 
 app = typer.Typer(
     name="models",
@@ -136,25 +137,6 @@ def print_model_table(models: list[dict[str, Any]], versions: bool = False) -> N
     console.print(table)
 
 
-def _finish(client: TrainworksClient, op: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """The operation once done (the registry finishes its operations within the request)."""
-    if not op.get("done"):
-        op = client.wait_operation(op["name"], timeout)
-    return op
-
-
-def _op_failed(op: dict[str, Any], what: str) -> None:
-    if op.get("error"):
-        error = op["error"]
-        print_status(f"ERROR: {what} failed: code {error.get('code')}: {error.get('message')}")
-        raise typer.Exit(1)
-    if not op.get("done"):
-        print_status(
-            f"ERROR: operation [{op.get('name', '')}] to {what} is not done; it goes on in the background."
-        )
-        raise typer.Exit(1)
-
-
 # ====================================================================== commands
 @app.command()
 @handle_errors
@@ -206,10 +188,12 @@ def upload(
         model_id=model_id,
     )
     with make_client(endpoint, api_key) as client:
-        op = _finish(client, client.upload_model(f"projects/{project}/locations/{location}", body), timeout)
+        op = operation_done(
+            client, client.upload_model(f"projects/{project}/locations/{location}", body), timeout
+        )
     if format != OutputFormat.human:
         print_data(op, format)
-    _op_failed(op, "upload the model")
+    exit_unless_succeeded(op, "upload the model", timeout)
     if format == OutputFormat.human:
         response = op.get("response", {})
         print_status(
@@ -313,10 +297,10 @@ def delete(
             _ARG, f"[{model}] names a version; use `trainworks models delete-version` for one version"
         )
     with make_client(endpoint, api_key) as client:
-        op = _finish(client, client.delete_model(name), timeout)
+        op = operation_done(client, client.delete_model(name), timeout)
     if format != OutputFormat.human:
         print_data(op, format)
-    _op_failed(op, f"delete model [{name}]")
+    exit_unless_succeeded(op, f"delete model [{name}]", timeout)
     if format == OutputFormat.human:
         print_status(f"Deleted model [{name}].")
 
@@ -339,10 +323,10 @@ def delete_version(
     if "@" not in name:
         raise FlagError(_ARG, f"[{model}] names no version: give MODEL@VERSION_ID or MODEL@ALIAS")
     with make_client(endpoint, api_key) as client:
-        op = _finish(client, client.delete_model_version(name), timeout)
+        op = operation_done(client, client.delete_model_version(name), timeout)
     if format != OutputFormat.human:
         print_data(op, format)
-    _op_failed(op, f"delete model version [{name}]")
+    exit_unless_succeeded(op, f"delete model version [{name}]", timeout)
     if format == OutputFormat.human:
         print_status(f"Deleted model version [{name}].")
 

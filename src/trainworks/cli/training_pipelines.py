@@ -21,8 +21,10 @@ from trainworks.cli.common import (
     ProjectOpt,
     RegionOpt,
     endpoint_flag,
+    exit_unless_succeeded,
     handle_errors,
     make_client,
+    operation_done,
     require_region,
 )
 from trainworks.cli.pool_specs import FlagError, parse_dict
@@ -238,19 +240,12 @@ def delete(
     """Delete a finished training pipeline (a running one must be cancelled first)."""
     name = pipeline_name(training_pipeline, project, region)
     with make_client(endpoint, api_key) as client:
-        op = client.delete_training_pipeline(name)
-        if not op.get("done"):
-            op = client.wait_operation(op["name"], timeout)
+        op = operation_done(client, client.delete_training_pipeline(name), timeout)
     if format != OutputFormat.human:
         print_data(op, format)
-    elif op.get("error"):
-        print_status(f"ERROR: deleting TrainingPipeline [{name}] failed: {op['error'].get('message')}")
-    elif op.get("done"):
+    exit_unless_succeeded(op, f"deleting TrainingPipeline [{name}]", timeout)
+    if format == OutputFormat.human:
         print_status(f"Deleted TrainingPipeline [{name}].")
-    else:
-        print_status(f"ERROR: deleting TrainingPipeline [{name}] is not done after {timeout:g}s.")
-    if op.get("error") or not op.get("done"):
-        raise typer.Exit(1)
 
 
 @app.command()
