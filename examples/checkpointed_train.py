@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -18,6 +20,22 @@ import torch
 def local(uri: str) -> Path:
     """gs://bucket/path -> /gcs/bucket/path (Cloud Storage FUSE), anything else as a plain path."""
     return Path("/gcs") / uri[len("gs://") :] if uri.startswith("gs://") else Path(uri)
+
+
+def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Write to a temporary file of this process's own, then rename it over `path`: a preemption never leaves
+    half a file, and replicas sharing AIP_CHECKPOINT_DIR never write into each other's temporary file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        tmp.chmod(0o644)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def main() -> None:
@@ -41,6 +59,8 @@ def main() -> None:
         optimizer.load_state_dict(state["optimizer"])
         start = state["step"]
         print(f"resumed from step {start}", flush=True)
+    else:
+        print("fresh start", flush=True)
     truth = torch.tensor([[1.5], [-2.0], [0.5], [3.0]])
     for step in range(start, args.steps):
         generator = torch.Generator().manual_seed(step)
@@ -51,18 +71,13 @@ def main() -> None:
         loss.backward()
         optimizer.step()
         if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.steps:
-            checkpoint.parent.mkdir(parents=True, exist_ok=True)
-            tmp = checkpoint.with_suffix(".tmp")
-            torch.save(
-                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step + 1}, tmp
-            )
-            tmp.replace(checkpoint)  # atomic: a preemption never leaves half a checkpoint
+            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step + 1}
+            replace_atomically(checkpoint, lambda tmp, s=state: torch.save(s, tmp))
             print(f"checkpoint {step + 1} loss {loss.item():.6f}", flush=True)
         time.sleep(args.step_seconds)
     result = {"weights": model.weight.flatten().tolist(), "bias": model.bias.item(), "steps": args.steps}
     model_dir = local(os.environ["AIP_MODEL_DIR"])
-    model_dir.mkdir(parents=True, exist_ok=True)
-    (model_dir / "result.json").write_text(json.dumps(result))
+    replace_atomically(model_dir / "result.json", lambda tmp: tmp.write_text(json.dumps(result)))
     print(f"done {json.dumps(result)}", flush=True)
 
 

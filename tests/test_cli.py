@@ -520,9 +520,10 @@ def test_stream_logs_shows_the_printed_line(
     assert {e["task"] for e in entries} <= {"workerpool0-0", "service"}
 
 
-def test_stream_logs_follows_a_running_job_until_it_ends(server: ServerProcess) -> None:
-    # The job prints, then waits for a file this test creates only after the line has been streamed.
-    gate = Path(server.home) / f"gate-{uuid.uuid4().hex[:8]}"
+def test_stream_logs_follows_a_running_job_until_it_ends(server: ServerProcess, tmp_path: Path) -> None:
+    # The job prints, then waits for a file this test creates only after the line has been streamed (outside
+    # the server's home, which replicas cannot see).
+    gate = tmp_path / f"gate-{uuid.uuid4().hex[:8]}"
     code = (
         "import os, sys, time\n"
         "print('before-gate', flush=True)\n"

@@ -7,7 +7,6 @@ podman is not usable these tests fail, unless TRAINWORKS_SKIP_PODMAN=1 says to s
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import httpx
 import pytest
 
 from tests.jobs import MACHINE
-from tests.support.podman import PodmanStore, podman_unavailable_reason
+from tests.support.podman import PodmanStore, podman_store_or_skip
 from tests.support.server import ServerProcess, wait_for, wait_job
 from tests.test_python_package import build_wheel
 from trainworks.backends.commands import podman_argv
@@ -29,12 +28,7 @@ ABSENT = "localhost/trainworks-test/absent:1"
 # ---------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodmanStore]:
-    reason = podman_unavailable_reason()
-    if reason:
-        if os.environ.get("TRAINWORKS_SKIP_PODMAN") == "1":
-            pytest.skip(reason)
-        pytest.fail(f"{reason}; set TRAINWORKS_SKIP_PODMAN=1 to skip the podman tests")
-    podman_store = PodmanStore(tmp_path_factory.mktemp("podman")).setup()
+    podman_store = podman_store_or_skip(tmp_path_factory.mktemp("podman"))
     try:
         podman_store.run("info", "--format", "{{.Host.OCIRuntime.Name}}")
         podman_store.build_busybox()
@@ -176,6 +170,7 @@ def test_two_replica_container_job(server: ServerProcess, store: PodmanStore, bu
         "i=0; while [ ! -e /gcs/$BUCKET/x-1 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"
     )
     env = {"SECRET": "hunter2", "BUCKET": "podbucket"}
+    (server.home / "buckets" / "podbucket").mkdir(parents=True, exist_ok=True)  # /gcs shows existing buckets
     started = time.monotonic()
     with server.client() as client:
         created = submit(
@@ -202,7 +197,7 @@ def test_two_replica_container_job(server: ServerProcess, store: PodmanStore, bu
     assert (bucket / "x-0").read_text() == "from 0\n" and (bucket / "x-1").read_text() == "from 1\n"
     for task in ("workerpool0-0", "workerpool1-0"):
         argv = json.loads((run_dir(server, created, task) / "launch.json").read_text())["argv"]
-        assert argv[1:3] == ["run", "--rm"] and "--env=SECRET" in argv and busybox in argv
+        assert argv[1] == "run" and "--env=SECRET" in argv and busybox in argv  # no --rm: inspected, then rm
         assert not any("hunter2" in a for a in argv)  # the value travels in podman's environment only
     assert json.loads(read(run_dir(server, created) / "exit.json"))["exit_code"] == 0
     # The worker may still be on its way out when the primary succeeds; teardown then stops it (143).

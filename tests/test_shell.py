@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosedOK, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from tests.jobs import MACHINE
-from tests.support.podman import BUSYBOX_IMAGE, PodmanStore, podman_unavailable_reason
+from tests.support.podman import BUSYBOX_IMAGE, podman_backed_server
 from tests.support.server import ServerProcess, wait_for, wait_job
 
 TOKEN = "shell-test-token"
@@ -166,6 +166,34 @@ def gone(pid: int) -> bool:
     return stat[stat.rfind(")") + 2 :].startswith(("Z", "X"))
 
 
+def pid_namespace(run_dir: Path) -> str | None:
+    """The PID namespace of a sandboxed replica (its init: the supervisor's child), None without one."""
+    try:
+        supervisor = json.loads((run_dir / "shim.json").read_text())["pid"]
+        init = int(Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()[0])
+        namespace = os.readlink(f"/proc/{init}/ns/pid")
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+    return namespace if namespace != os.readlink("/proc/self/ns/pid") else None
+
+
+def gone_in(namespace: str | None, pid: int) -> bool:
+    """`gone` for a PID a shell printed ($$, $!): in a sandboxed replica that is a PID of its namespace."""
+    if namespace is None:
+        return gone(pid)
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or os.readlink(entry / "ns" / "pid") != namespace:
+                continue
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields["NSpid"].split()[-1]) == pid and not fields["State"].strip().startswith(("Z", "X")):
+            return False
+    return True
+
+
 def cli(server: ServerProcess, *args: str) -> list[str]:
     return [
         sys.executable,
@@ -240,7 +268,8 @@ def test_cli_shell_under_a_pty_sees_the_replica_env_cwd_and_gcs(
     assert BUCKET in text  # /gcs is the replica's mount of the bucket root
     assert "marker-file.txt" in text  # the replica's working directory
     shell_pid = int(re.search(r"SHELL_PID=(\d+)", text).group(1))  # type: ignore[union-attr]
-    wait_for(lambda: gone(shell_pid), timeout=10, what="the shell process to end")
+    namespace = pid_namespace(Path(running.cwd))
+    wait_for(lambda: gone_in(namespace, shell_pid), timeout=10, what="the shell process to end")
 
 
 def test_command_without_a_terminal_exits_with_its_status(
@@ -283,7 +312,12 @@ def test_closing_the_socket_stops_the_shell_and_what_it_started(
         found = re.search(rb"BG=(\d+) SH=(\d+)", read_until(ws, rb"BG=\d+ SH=\d+"))
         assert found is not None
     background, shell = int(found.group(1)), int(found.group(2))
-    wait_for(lambda: gone(background) and gone(shell), timeout=15, what="the shell and its job to end")
+    namespace = pid_namespace(Path(running.cwd))
+    wait_for(
+        lambda: gone_in(namespace, background) and gone_in(namespace, shell),
+        timeout=15,
+        what="the shell and its job to end",
+    )
     assert client.get(f"/v1/{running.name}").json()["state"] == "JOB_STATE_RUNNING"  # the replica lives on
 
 
@@ -296,13 +330,17 @@ def test_shell_ends_when_the_job_ends_then_a_finished_job_is_refused(
         ws.send(b"sleep 600 & echo BG=$! SH=$$\r")
         found = re.search(rb"BG=(\d+) SH=(\d+)", read_until(ws, rb"BG=\d+ SH=\d+"))
         assert found is not None
+        namespace = pid_namespace(Path(job.cwd))
         job.gate.touch()
-        assert json.loads(next_text(ws)) == {"exit": 129}  # the shell was hung up on (SIGHUP)
+        # Hung up on (SIGHUP), or killed with the sandboxed replica's PID namespace (SIGKILL) if first.
+        assert json.loads(next_text(ws))["exit"] in (129, 137)
         with pytest.raises(ConnectionClosedOK):
             ws.recv(timeout=30)
         assert ws.close_reason == "the replica workerpool0-0 ended"
     wait_for(
-        lambda: all(gone(int(pid)) for pid in found.groups()), timeout=15, what="the shell's processes to end"
+        lambda: all(gone_in(namespace, int(pid)) for pid in found.groups()),
+        timeout=15,
+        what="the shell's processes to end",
     )
     assert job.release()["state"] == "JOB_STATE_SUCCEEDED"
 
@@ -368,25 +406,8 @@ def test_web_access_uris_only_while_running(
 # ---------------------------------------------------------------------------------------------- podman
 @pytest.fixture(scope="module")
 def podman_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    reason = podman_unavailable_reason()
-    if reason:
-        if os.environ.get("TRAINWORKS_SKIP_PODMAN") == "1":
-            pytest.skip(reason)
-        pytest.fail(f"{reason}; set TRAINWORKS_SKIP_PODMAN=1 to skip the podman tests")
-    store = PodmanStore(tmp_path_factory.mktemp("podman")).setup()
-    try:
-        store.build_busybox()
-        proc = ServerProcess(
-            home=tmp_path_factory.mktemp("podman-home"),
-            args=["--api-token", TOKEN, "--container-runtime", "podman"],
-            env={"CONTAINERS_STORAGE_CONF": str(store.storage_conf)},
-        ).start()
-        try:
-            yield proc
-        finally:
-            proc.stop()
-    finally:
-        store.teardown()
+    with podman_backed_server(tmp_path_factory, ["--api-token", TOKEN]) as proc:
+        yield proc
 
 
 def test_shell_into_a_podman_replica_runs_in_its_container(podman_server: ServerProcess) -> None:

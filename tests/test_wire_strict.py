@@ -22,28 +22,11 @@ from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, json_format
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # noqa: F401  (registers BadRequest, ErrorInfo)
 
+from tests.support.rpc_codes import HTTP_FOR_CODE
 from tests.support.server import ServerProcess, wait_for, wait_job
 
 PY = sys.executable
 TIMESTAMP_KEYS = {"createTime", "startTime", "endTime", "updateTime"}
-HTTP_FOR_CODE = {
-    "INVALID_ARGUMENT": 400,
-    "FAILED_PRECONDITION": 400,
-    "OUT_OF_RANGE": 400,
-    "UNAUTHENTICATED": 401,
-    "PERMISSION_DENIED": 403,
-    "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
-    "ABORTED": 409,
-    "RESOURCE_EXHAUSTED": 429,
-    "CANCELLED": 499,
-    "INTERNAL": 500,
-    "UNKNOWN": 500,
-    "DATA_LOSS": 500,
-    "UNIMPLEMENTED": 501,
-    "UNAVAILABLE": 503,
-    "DEADLINE_EXCEEDED": 504,
-}
 
 
 # ------------------------------------------------------------------------------------------ oracle

@@ -18,7 +18,9 @@ class Settings:
     home: Path = field(default_factory=default_home)
     database_url: str | None = None
     container_runtime: str = "host"  # "podman" or "host"; resolved at start by the CLI
-    api_tokens: frozenset[str] = frozenset()  # bearer tokens or API keys; empty = no auth
+    # Admin tokens (--api-token: every project). Auth is on while these or any stored token (api/auth.py,
+    # `trainworks admin tokens`) exist.
+    api_tokens: frozenset[str] = frozenset()
     metrics_open: bool = False  # /metrics answers without a token even when api_tokens are set
     bucket_root: Path | None = None
     gcs_protocol: str = "file"  # "gcs" sends gs:// to real Cloud Storage through gcsfs
@@ -38,6 +40,9 @@ class Settings:
     clusters_root: Path | None = None
     max_request_bytes: int = 16 << 20  # JSON request bodies (api/limits.py)
     max_object_bytes: int = 5 << 40  # one Cloud Storage upload's object, as Cloud Storage allows
+    sandbox: bool = True  # host replicas run sandboxed (backends/sandbox.py); off only for debugging
+    # A host replica's memory limit is its machine type's memory times this (0: no limits).
+    replica_memory_scale: float = 1.0
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).expanduser().resolve()

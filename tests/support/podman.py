@@ -13,9 +13,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from tests.support.server import ServerProcess
 from trainworks.backends.podman import Podman
 
 BUSYBOX = Path("/bin/busybox")
@@ -207,3 +212,32 @@ def _mounts_under(root: Path) -> list[str]:
             if point.startswith(prefix):
                 points.append(point)
     return sorted(points, key=len, reverse=True)
+
+
+def podman_store_or_skip(folder: Path) -> PodmanStore:
+    """A set-up store in `folder`; else the test is skipped (TRAINWORKS_SKIP_PODMAN=1) or fails with why."""
+    reason = podman_unavailable_reason()
+    if reason:
+        if os.environ.get("TRAINWORKS_SKIP_PODMAN") == "1":
+            pytest.skip(reason)
+        pytest.fail(f"{reason}; set TRAINWORKS_SKIP_PODMAN=1 to skip the podman tests")
+    return PodmanStore(folder).setup()
+
+
+@contextmanager
+def podman_backed_server(factory: pytest.TempPathFactory, args: list[str]) -> Iterator[ServerProcess]:
+    """A server whose replicas run in podman (with a busybox image built), stopped and cleaned up after."""
+    store = podman_store_or_skip(factory.mktemp("podman"))
+    try:
+        store.build_busybox()
+        proc = ServerProcess(
+            home=factory.mktemp("podman-home"),
+            args=["--container-runtime", "podman", *args],
+            env={"CONTAINERS_STORAGE_CONF": str(store.storage_conf)},
+        ).start()
+        try:
+            yield proc
+        finally:
+            proc.stop()
+    finally:
+        store.teardown()

@@ -172,6 +172,26 @@ class PostgresServer:
             shutil.rmtree(tmpdir, ignore_errors=True)
         atexit.unregister(self.stop)
 
+    def halt(self) -> None:
+        """Fast shutdown (SIGINT: open sessions are disconnected) keeping the data directory and the port, so
+        ``resume()`` can start the same cluster again: a database outage under a running client."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError("PostgresServer is not running")
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGQUIT)  # immediate shutdown: the postmaster kills its backends
+            proc.wait(timeout=self.stop_timeout)
+
+    def resume(self) -> None:
+        """Start a halted cluster again on its port and data directory; return once it accepts connections."""
+        if self._proc is not None or self.tmpdir is None:
+            raise RuntimeError("PostgresServer is not halted")
+        self._spawn(self._run_as(), self.tmpdir / "postgres.log", mode="ab")
+        self._wait_until_ready(self.tmpdir / "postgres.log")
+
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -305,20 +325,7 @@ class PostgresServer:
         log_path = self.tmpdir / "postgres.log"
         for attempt in range(1, attempts + 1):
             self.port = free_port(self.host)
-            if self._log_file is not None:
-                self._log_file.close()
-            self._log_file = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-            self._proc = subprocess.Popen(
-                self._postgres_cmd(run_as),
-                cwd=self.tmpdir,
-                env=self._env(),
-                stdin=subprocess.DEVNULL,
-                stdout=self._log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                **self._user_kwargs(run_as),
-            )
-            self.pid = self._proc.pid
+            self._spawn(run_as, log_path, mode="wb")
             try:
                 self._wait_until_ready(log_path)
                 return
@@ -329,6 +336,23 @@ class PostgresServer:
                 self._proc = None
                 if not port_taken or attempt == attempts:
                     raise
+
+    def _spawn(self, run_as: pwd.struct_passwd | None, log_path: Path, mode: str) -> None:
+        """Start the postmaster on ``self.port`` with its output in ``log_path``."""
+        if self._log_file is not None:
+            self._log_file.close()
+        self._log_file = open(log_path, mode)  # noqa: SIM115 - closed in stop()
+        self._proc = subprocess.Popen(
+            self._postgres_cmd(run_as),
+            cwd=self.tmpdir,
+            env=self._env(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **self._user_kwargs(run_as),
+        )
+        self.pid = self._proc.pid
 
     def _wait_until_ready(self, log_path: Path) -> None:
         """Poll with real connection attempts until the server accepts one (bounded in time)."""

@@ -7,11 +7,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from trainworks import __version__
 from trainworks.api import limits, openapi
 from trainworks.api.auth import auth_middleware
-from trainworks.api.errors import install_error_handlers
+from trainworks.api.errors import error_body, install_error_handlers
 from trainworks.api.routers import (
     clusters,
     costs,
@@ -30,6 +31,7 @@ from trainworks.api.routers.tensorboard import router as tensorboard_router
 from trainworks.config import Settings
 from trainworks.console import router as console
 from trainworks.observability import http as observability
+from trainworks.resources.status import Code
 from trainworks.services.container import Services, build_services
 
 
@@ -49,8 +51,9 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     )
     # Innermost middleware (added first): its body-limit errors reach the routes' handlers unwrapped.
     limits.install(app, settings.max_request_bytes, settings.max_object_bytes)
+    app.middleware("http")(auth_middleware())
+    # Outside the auth middleware: its token look-ups fail with the database too, and get the same 503.
     install_error_handlers(app)
-    app.middleware("http")(auth_middleware(settings.api_tokens))
     for prefix in ("/v1", "/v1beta1"):
         app.include_router(custom_jobs.router(prefix))
         app.include_router(persistent_resources.router(prefix))
@@ -72,7 +75,13 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     console.install(app)  # the web console at /console (static pages over this same API)
 
     @app.get("/healthz")
-    def healthz() -> dict[str, Any]:
+    def healthz() -> Any:
+        # Not ready while the database does not answer: every API call would be a 503 (the server itself
+        # lives on and recovers by itself when the database is back).
+        problem = app.state.services.db.ping()
+        if problem is not None:
+            message = f"The database is {problem}. Retry later."
+            return JSONResponse(error_body(503, Code.UNAVAILABLE, message), status_code=503)
         return {"status": "ok", "version": __version__, "containerRuntime": settings.container_runtime}
 
     return app

@@ -10,13 +10,16 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trainworks.resources.status import Code
 from trainworks.services.errors import ApiError, FieldViolation
+from trainworks.storage.object_model import StorageError
+from trainworks.store.database import database_unavailable
 
 log = logging.getLogger(__name__)
+
+_GCS_PREFIXES = ("/storage/", "/upload/storage/", "/download/storage/")  # the Cloud Storage JSON API
 
 _HTTP_TO_CODE = {
     400: Code.INVALID_ARGUMENT,
@@ -50,13 +53,20 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = _HTTP_TO_CODE.get(exc.status_code, Code.UNKNOWN)
         message = str(exc.detail)
         if exc.status_code == 404 and message == "Not Found":
             message = "The requested URL was not found on this server."
         if exc.status_code == 405:
             message = "This HTTP method is not supported for this resource."
+        if request.url.path.startswith(_GCS_PREFIXES):
+            # No route matched (an object name with a line break, a bucket name with a slash): Cloud Storage
+            # clients still get Cloud Storage's error form. Imported here: the router imports this module.
+            from trainworks.api.routers.storage import gcs_error
+
+            reason = {404: "notFound", 405: "methodNotAllowed"}.get(exc.status_code, "invalid")
+            return gcs_error(StorageError(exc.status_code, reason, message))
         return JSONResponse(error_body(exc.status_code, code, message), status_code=exc.status_code)
 
     @app.exception_handler(RequestValidationError)
@@ -80,11 +90,13 @@ def install_error_handlers(app: FastAPI) -> None:
         try:
             return await call_next(request)
         except Exception as exc:
-            if _database_busy(exc):
-                # Another process held SQLite's write lock past busy_timeout: retryable, not a fault.
-                log.warning("database busy, answered 503: %s", exc)
+            passing = database_unavailable(exc)
+            if passing is not None:
+                # SQLite's write lock held past busy_timeout, or the database server unreachable: retryable,
+                # not a fault of the server.
+                log.warning("database %s, answered 503: %s", passing, exc)
                 return JSONResponse(
-                    error_body(503, Code.UNAVAILABLE, "The database is busy. Retry the request."),
+                    error_body(503, Code.UNAVAILABLE, f"The database is {passing}. Retry the request."),
                     status_code=503,
                 )
             log.exception("internal error", exc_info=exc)
@@ -94,10 +106,6 @@ def install_error_handlers(app: FastAPI) -> None:
                 ),
                 status_code=500,
             )
-
-
-def _database_busy(exc: Exception) -> bool:
-    return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
 
 
 async def json_body(request: Request, required: bool = True) -> Any:

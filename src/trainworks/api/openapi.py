@@ -1,97 +1,64 @@
-"""The request side of the OpenAPI description: the query parameters and JSON bodies routes read by hand.
+"""The OpenAPI description: the query parameters and JSON bodies routes read by hand, and every response.
 
 Routes take the raw Request (bodies are the proto JSON mapping, validated by the services, not pydantic
-models), so FastAPI's generated description lists neither their query parameters nor their bodies, and it
-promises 422 responses the server never sends (validation errors are 400 google.rpc bodies). This fills that
-in after generation, without touching behaviour, so that clients and the API fuzzer (tests/test_fuzz_api.py)
-see what each operation takes and what its errors look like.
+models), so FastAPI's generated description lists neither their query parameters nor their bodies, it
+promises 422 responses the server never sends (validation errors are 400 google.rpc bodies), and its 200s
+have no schema. This fills that in after generation, without touching behaviour, so that clients and the API
+fuzzer (tests/test_fuzz_api.py) see what each operation takes and answers:
+
+- Vertex bodies, both ways: the official message (CustomJob to create one, ListCustomJobsResponse,
+  longrunning Operation, google.protobuf.Empty, ...) translated from its proto descriptor by
+  api/proto_schemas.py, of the v1 or v1beta1 package as the path says. Requests are described in the
+  canonical form; the services also take what the proto JSON parser takes (snake_case, enum numbers);
+- the extensions, /healthz and the Cloud Storage JSON API: hand-written schemas (api/response_schemas.py);
+- errors: google.rpc.Status in JSON (or Cloud Storage's error form under /storage).
+
+The description is built on the first request for /openapi.json, in a worker thread (the official types
+take seconds to import), and kept. Without google-cloud-aiplatform installed (it is the `vertex` extra),
+the Vertex bodies are described as plain JSON objects.
 """
 
 from __future__ import annotations
 
+import copy
 import re
+import threading
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from trainworks.api import proto_schemas, response_schemas
+from trainworks.api.proto_schemas import ref
 
 _STR: dict[str, Any] = {"type": "string"}
 _INT: dict[str, Any] = {"type": "integer"}
 _OBJ: dict[str, Any] = {"type": "object"}
 _LABELS: dict[str, Any] = {"type": "object", "additionalProperties": _STR}
-# int64 fields travel as JSON strings in the proto JSON mapping; parsers accept numbers too.
-_INT64: dict[str, Any] = {"oneOf": [_STR, _INT]}
 
 _PAGE = {"pageSize": _INT, "pageToken": _STR}
 _LIST = {**_PAGE, "filter": _STR, "readMask": _STR}
 
-_MACHINE_SPEC = {
-    "type": "object",
-    "properties": {"machineType": _STR, "acceleratorType": _STR, "acceleratorCount": _INT},
-}
-_WORKER_POOL = {
-    "type": "object",
-    "properties": {
-        "machineSpec": _MACHINE_SPEC,
-        "replicaCount": _INT64,
-        "containerSpec": {"type": "object", "properties": {"imageUri": _STR}},
-        "pythonPackageSpec": _OBJ,
-        "diskSpec": _OBJ,
-    },
-}
-_JOB_SPEC = {
-    "type": "object",
-    "properties": {
-        "workerPoolSpecs": {"type": "array", "items": _WORKER_POOL},
-        "scheduling": _OBJ,
-        "baseOutputDirectory": {"type": "object", "properties": {"outputUriPrefix": _STR}},
-        "persistentResourceId": _STR,
-        "enableWebAccess": {"type": "boolean"},
-    },
-}
+_AIP = "google.cloud.aiplatform.{version}."
+_CLUSTER = "trainworks.ModelDevelopmentCluster"
+_OPERATION = "google.longrunning.Operation"
+_EMPTY = "google.protobuf.Empty"
 
+# A schema: a message (a full proto name, `{version}` for v1 or v1beta1 as the path says; `trainworks.` for
+# the training cluster wire model), a hand-written schema, or a request message without the fields that travel
+# in the path (REST transcoding with `body: "*"`).
+_Request = tuple[str, tuple[str, ...]]
+_Answer = str | dict[str, Any] | _Request
 
-def _resource(**properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": {"displayName": _STR, "labels": _LABELS, **properties}}
-
-
-# What each request body is, top-level fields typed: deep enough that generated bodies reach the services'
-# field validation, shallow enough that the description cannot drift from the proto types far.
-_BODIES: dict[str, dict[str, Any]] = {
-    "customJobs": _resource(jobSpec=_JOB_SPEC),
-    "hyperparameterTuningJobs": _resource(
-        studySpec=_OBJ,
-        maxTrialCount=_INT,
-        parallelTrialCount=_INT,
-        maxFailedTrialCount=_INT,
-        trialJobSpec=_JOB_SPEC,
-    ),
-    "persistentResources": _resource(
-        resourcePools={"type": "array", "items": _OBJ}, resourceRuntimeSpec=_OBJ
-    ),
-    "datasets": _resource(metadataSchemaUri=_STR, metadata=_OBJ, description=_STR),
-    "trainingPipelines": _resource(
-        trainingTaskDefinition=_STR, trainingTaskInputs=_OBJ, inputDataConfig=_OBJ, modelToUpload=_OBJ
-    ),
-    "modelDevelopmentClusters": _resource(nodePools={"type": "array", "items": _OBJ}, orchestratorSpec=_OBJ),
-    "model": _resource(description=_STR, artifactUri=_STR, containerSpec=_OBJ, versionAliases=_OBJ),
-}
-
-_ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {
-                "code": _INT,
-                "message": _STR,
-                "status": _STR,
-                "details": {"type": "array", "items": _OBJ},
-                "errors": {"type": "array", "items": _OBJ},  # the Cloud Storage JSON API's error form
-            },
-        }
-    },
+# The body of a create or patch is the resource itself.
+_BODIES: dict[str, _Answer] = {
+    "customJobs": _AIP + "CustomJob",
+    "hyperparameterTuningJobs": _AIP + "HyperparameterTuningJob",
+    "persistentResources": _AIP + "PersistentResource",
+    "datasets": _AIP + "Dataset",
+    "trainingPipelines": _AIP + "TrainingPipeline",
+    "modelDevelopmentClusters": _CLUSTER,
+    "models": _AIP + "Model",
 }
 
 _COLLECTIONS = "customJobs|hyperparameterTuningJobs|persistentResources|datasets|trainingPipelines"
@@ -105,26 +72,26 @@ _COLLECTION_PARAMS = {
     "operations": _PAGE,
 }
 
-# (method, path pattern) -> (query parameters, body schema or None, body required). First match wins.
-_Rule = tuple[str, str, dict[str, dict[str, Any]], dict[str, Any] | None, bool]
+# (method, path pattern) -> (query parameters, body or None, body required). First match wins.
+_Rule = tuple[str, str, dict[str, dict[str, Any]], _Answer | None, bool]
 _RULES: list[_Rule] = [
     ("post", r"/persistentResources$", {"persistentResourceId": _STR}, None, True),
     ("post", rf"/({_COLLECTIONS})$", {}, None, True),
     ("post", r"/modelDevelopmentClusters$", {"modelDevelopmentClusterId": _STR}, None, True),
     ("get", r"/(models|models/\{model\}:listVersions)$", {**_LIST, "orderBy": _STR}, None, False),
-    ("post", r"/models:upload$", {}, {"type": "object", "properties": {"model": _BODIES["model"]}}, True),
-    ("post", r"/models/\{model\}:mergeVersionAliases$", {}, _resource(versionAliases=_OBJ), True),
-    ("patch", r"/models/\{model\}$", {"updateMask": _STR}, _BODIES["model"], True),
+    ("post", r"/models:upload$", {}, (_AIP + "UploadModelRequest", ("parent",)), True),
+    (
+        "post",
+        r"/models/\{model\}:mergeVersionAliases$",
+        {},
+        (_AIP + "MergeVersionAliasesRequest", ("name",)),
+        True,
+    ),
+    ("patch", r"/models/\{model\}$", {"updateMask": _STR}, _BODIES["models"], True),
     ("patch", r"/modelDevelopmentClusters/\{\w+\}$", {"updateMask": _STR, "updateMode": _STR}, None, True),
     ("patch", r"/(persistentResources|datasets)/\{\w+\}$", {"updateMask": _STR}, None, True),
     ("get", r"/datasets/\{\w+\}$", {"readMask": _STR}, None, False),
-    (
-        "post",
-        r"/datasets/\{\w+\}:import$",
-        {},
-        {"type": "object", "properties": {"importConfigs": _OBJ}},
-        True,
-    ),
+    ("post", r"/datasets/\{\w+\}:import$", {}, (_AIP + "ImportDataRequest", ("name",)), True),
     ("post", r"/persistentResources/\{\w+\}:reboot$", {}, _OBJ, False),
     (
         "post",
@@ -194,14 +161,158 @@ _RULES: list[_Rule] = [
 ]
 
 
+# ---------------------------------------------------------------- responses
+# (method, path pattern) -> the 2xx answer. First match wins.
+_RESPONSES: list[tuple[str, str, _Answer]] = [
+    # Operations, under /v1, /v1beta1 and /ui (the official client polls there).
+    ("get", r"/operations$", "google.longrunning.ListOperationsResponse"),
+    ("get", r"/operations/\{op\}$", _OPERATION),
+    ("post", r"/operations/\{op\}:wait$", _OPERATION),
+    ("post", r"/operations/\{op\}:cancel$", _EMPTY),
+    ("delete", r"/operations/\{op\}$", _EMPTY),
+    # Jobs and pipelines: create answers the resource, delete an operation.
+    ("post", r"/customJobs$", _AIP + "CustomJob"),
+    ("get", r"/customJobs$", _AIP + "ListCustomJobsResponse"),
+    ("get", r"/customJobs/\{job_id\}$", _AIP + "CustomJob"),
+    ("post", r"/hyperparameterTuningJobs$", _AIP + "HyperparameterTuningJob"),
+    ("get", r"/hyperparameterTuningJobs$", _AIP + "ListHyperparameterTuningJobsResponse"),
+    ("get", r"/hyperparameterTuningJobs/\{job_id\}$", _AIP + "HyperparameterTuningJob"),
+    ("post", r"/trainingPipelines$", _AIP + "TrainingPipeline"),
+    ("get", r"/trainingPipelines$", _AIP + "ListTrainingPipelinesResponse"),
+    ("get", r"/trainingPipelines/\{pipeline_id\}$", _AIP + "TrainingPipeline"),
+    ("post", r"/(customJobs|hyperparameterTuningJobs|trainingPipelines)/\{\w+\}:cancel$", _EMPTY),
+    # Persistent resources: every change is an operation.
+    ("get", r"/persistentResources$", _AIP + "ListPersistentResourcesResponse"),
+    ("get", r"/persistentResources/\{resource_id\}$", _AIP + "PersistentResource"),
+    # Datasets: create, import and delete are operations; patch answers the dataset.
+    ("get", r"/datasets$", _AIP + "ListDatasetsResponse"),
+    ("get", r"/datasets/\{dataset_id\}$", _AIP + "Dataset"),
+    ("patch", r"/datasets/\{dataset_id\}$", _AIP + "Dataset"),
+    # The model registry.
+    ("get", r"/models$", _AIP + "ListModelsResponse"),
+    ("get", r"/models/\{model\}:listVersions$", _AIP + "ListModelVersionsResponse"),
+    ("post", r"/models/\{model\}:mergeVersionAliases$", _AIP + "Model"),
+    ("get", r"/models/\{model\}$", _AIP + "Model"),
+    ("patch", r"/models/\{model\}$", _AIP + "Model"),
+    # Training clusters (v1beta1, no published proto: their wire model's schema).
+    ("get", r"/modelDevelopmentClusters$", _CLUSTER + "List"),
+    ("get", r"/modelDevelopmentClusters/\{cluster_id\}$", _CLUSTER),
+    # Every other change of a Vertex resource is a long-running operation.
+    ("post", r"^/(v1|v1beta1)/.*(Resources|datasets|Clusters|models:upload|:import|:reboot)$", _OPERATION),
+    ("patch", r"^/(v1|v1beta1)/", _OPERATION),
+    ("delete", r"^/(v1|v1beta1)/", _OPERATION),
+    # Trainworks extensions.
+    ("get", r"^/trainworks/v1/.*/status$", response_schemas.JOB_STATUS),
+    ("post", r"^/trainworks/v1/.*:preempt$", response_schemas.PREEMPTED),
+    ("get", r"^/trainworks/v1/.*/costs$", response_schemas.COSTS),
+    ("get", r"^/trainworks/v1/.*/capacity$", response_schemas.CAPACITY),
+    ("get", r"^/trainworks/v1/.*/tensorboard$", response_schemas.TENSORBOARD),
+    ("get", r"^/healthz$", response_schemas.HEALTH),
+    # The Cloud Storage JSON API.
+    ("get", r"^/storage/v1/b$", response_schemas.GCS_BUCKETS),
+    ("post", r"^/storage/v1/b$", response_schemas.GCS_BUCKET),
+    ("get", r"^/storage/v1/b/\{bucket\}$", response_schemas.GCS_BUCKET),
+    ("get", r"^/storage/v1/b/\{bucket\}/o$", response_schemas.GCS_OBJECTS),
+    ("post", r"/rewriteTo/", response_schemas.GCS_REWRITE),
+    ("get", r"^/storage/v1/b/\{bucket\}/o/\{name\}$", response_schemas.GCS_OBJECT),
+    ("patch", r"^/storage/v1/b/\{bucket\}/o/\{name\}$", response_schemas.GCS_OBJECT),
+    ("post", r"/(copyTo|moveTo)/", response_schemas.GCS_OBJECT),
+    ("post", r"^/upload/storage/v1/b/\{bucket\}/o$", response_schemas.GCS_OBJECT),
+    ("put", r"^/upload/storage/v1/b/\{bucket\}/o$", response_schemas.GCS_OBJECT),
+]
+
+_NO_CONTENT = {"description": "No content"}
+_ANY_MEDIA = {"description": "The object's bytes", "content": {"*/*": {}}}
+# Answers besides 200 (or instead of it): an answer with a description replaces the one described before, one
+# without adds media types to it. All rules that match apply.
+_OTHER_STATUSES: list[tuple[str, str, dict[str, dict[str, Any]]]] = [
+    ("delete", r"^/storage/v1/b/", {"204": _NO_CONTENT}),
+    ("delete", r"^/upload/storage/v1/b/", {"499": {"description": "The upload session was cancelled"}}),
+    ("put", r"^/upload/storage/v1/b/", {"308": {"description": "Resume incomplete: the bytes kept so far"}}),
+    ("post", r"^/upload/storage/v1/b/", {"308": {"description": "Resume incomplete: the bytes kept so far"}}),
+    # Conditional reads: ifGenerationNotMatch/ifMetagenerationNotMatch that hold answer 304.
+    ("get", r"/o/\{name\}$", {"304": {"description": "Not modified"}}),
+    ("get", r"^/storage/v1/b/\{bucket\}/o/\{name\}$", {"200": {"content": {"*/*": {}}}}),  # alt=media
+    ("get", r"^/download/storage/v1/b/", {"200": _ANY_MEDIA, "206": _ANY_MEDIA}),
+    (
+        "get",
+        r"^/trainworks/v1/.*/logs$",
+        {
+            "200": {
+                "description": "Log lines, one JSON object per line (NDJSON)",
+                "content": {"application/x-ndjson": {"itemSchema": response_schemas.LOG_ENTRY}},
+            }
+        },
+    ),
+]
+
+
+def _answer_schema(answer: _Answer, version: str, components: dict[str, Any]) -> dict[str, Any]:
+    """The schema of a body, with the component schemas it refers to added to `components`."""
+    if isinstance(answer, dict):
+        return answer
+    if isinstance(answer, tuple):  # a request message less its path fields, inline
+        full_name, in_path = answer
+        message = _answer_schema(full_name, version, components)
+        if "$ref" not in message:
+            return message
+        schema = copy.deepcopy(components[message["$ref"].removeprefix(proto_schemas.REF_PREFIX)])
+        for name in in_path:
+            schema["properties"].pop(name)
+        return schema
+    if answer.startswith(_CLUSTER):
+        components.update(response_schemas.cluster_components())
+        cluster = ref(response_schemas.CLUSTER_PREFIX + "ModelDevelopmentCluster")
+        if answer.endswith("List"):
+            return {
+                "type": "object",
+                "properties": {
+                    "modelDevelopmentClusters": {"type": "array", "items": cluster},
+                    "nextPageToken": _STR,
+                },
+                "additionalProperties": False,
+            }
+        return cluster
+    full_name = answer.format(version=version)
+    try:
+        components.update(proto_schemas.components([full_name]))
+    except ImportError:  # no google-cloud-aiplatform (the `vertex` extra): a JSON object is all we say
+        return {"type": "object", "description": f"{full_name} in proto3 JSON"}
+    return ref(full_name)
+
+
+def _describe_responses(
+    method: str, path: str, operation: dict[str, Any], components: dict[str, Any]
+) -> None:
+    responses = operation.setdefault("responses", {})
+    version = "v1beta1" if path.startswith("/v1beta1/") else "v1"
+    for rule_method, pattern, answer in _RESPONSES:
+        if rule_method == method and re.search(pattern, path):
+            schema = _answer_schema(answer, version, components)
+            responses["200"] = {
+                "description": "Success",
+                "content": {"application/json": {"schema": schema}},
+            }
+            break
+    for rule_method, pattern, statuses in _OTHER_STATUSES:
+        if rule_method == method and re.search(pattern, path):
+            for code, response in statuses.items():
+                if code in responses and "description" not in response:  # more media types of that answer
+                    responses[code].setdefault("content", {}).update(response["content"])
+                else:
+                    responses[code] = copy.deepcopy(response)
+    if "204" in responses or "499" in responses:  # these answer only that
+        responses.pop("200", None)
+
+
 def _collection_of(path: str) -> str | None:
     match = re.search(r"/(\w+)$", path)
     return match.group(1) if match else None
 
 
-def _describe(method: str, path: str, operation: dict[str, Any]) -> None:
+def _describe(method: str, path: str, operation: dict[str, Any], components: dict[str, Any]) -> None:
     params: dict[str, dict[str, Any]] = {}
-    body: dict[str, Any] | None = None
+    body: _Answer | None = None
     required = False
     if method == "get" and (collection := _collection_of(path)) in _COLLECTION_PARAMS:
         params = _COLLECTION_PARAMS[collection]
@@ -220,27 +331,56 @@ def _describe(method: str, path: str, operation: dict[str, Any]) -> None:
             for name, schema in params.items()
         )
     if body is not None:
-        operation["requestBody"] = {"required": required, "content": {"application/json": {"schema": body}}}
+        version = "v1beta1" if path.startswith("/v1beta1/") else "v1"
+        schema = _answer_schema(body, version, components)
+        operation["requestBody"] = {"required": required, "content": {"application/json": {"schema": schema}}}
     responses = operation.setdefault("responses", {})
     responses.pop("422", None)  # request validation answers 400 (api/errors.py), never 422
-    responses["4XX"] = {
-        "description": "An error: google.rpc.Status in JSON (or the Cloud Storage error form under /storage)",
-        "content": {"application/json": {"schema": _ERROR}},
-    }
+    if path.startswith(("/storage/", "/upload/", "/download/")):
+        description, error = "An error in the Cloud Storage JSON API's form", response_schemas.GCS_ERROR
+    else:
+        description, error = "An error: google.rpc.Status in JSON", response_schemas.RPC_ERROR
+    responses["4XX"] = {"description": description, "content": {"application/json": {"schema": error}}}
+
+
+def _fill_in(schema: dict[str, Any]) -> None:
+    components: dict[str, Any] = {}
+    for path, operations in schema.get("paths", {}).items():
+        for method, operation in operations.items():
+            _describe(method, path, operation, components)
+            _describe_responses(method, path, operation, components)
+    schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    schemas.update(components)
 
 
 def install(app: FastAPI) -> None:
-    """Describe the hand-read query parameters and bodies in the app's /openapi.json."""
+    """Describe the hand-read query parameters, bodies and every response in the app's /openapi.json."""
     generate = app.openapi
+    lock = threading.Lock()
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = generate()
-            for path, operations in schema.get("paths", {}).items():
-                for method, operation in operations.items():
-                    _describe(method, path, operation)
-            schema.get("components", {}).get("schemas", {}).pop("HTTPValidationError", None)
-            schema.get("components", {}).get("schemas", {}).pop("ValidationError", None)
+        with lock:  # built once, however many first requests arrive together
+            if app.openapi_schema is None:
+                try:
+                    _fill_in(generate())  # FastAPI keeps what it generates as app.openapi_schema
+                except BaseException:
+                    app.openapi_schema = None  # never serve a half-described API
+                    raise
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]
+    # FastAPI serves the description from an async route, on the event loop: the first build imports the
+    # official types (seconds), so serve it from a plain route, which runs in the thread pool.
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != app.openapi_url]
+
+    @app.get(app.openapi_url or "/openapi.json", include_in_schema=False)
+    def openapi_json(request: Request) -> JSONResponse:
+        schema = app.openapi()
+        root_path = request.scope.get("root_path", "").rstrip("/")  # behind a proxy, as FastAPI's route does
+        if root_path and app.root_path_in_servers:
+            servers = schema.get("servers", [])
+            if root_path not in {s.get("url") for s in servers}:
+                schema = {**schema, "servers": [{"url": root_path}, *servers]}
+        return JSONResponse(schema)

@@ -30,6 +30,8 @@ class LaunchRequest:
     cwd: Path | None = None
     gcs_root: Path | None = None  # folder to expose at /gcs, when the backend can
     image: str | None = None
+    project: str | None = None  # the job's project number: which buckets the replica may see at /gcs
+    memory_bytes: int | None = None  # its machine type's memory: what its memory limit derives from
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainworks.backends.commands import TaskError
+from trainworks.backends.memory_limits import kernel_logged_oom_kill
 from trainworks.config import Settings
 
 log = logging.getLogger(__name__)
@@ -242,6 +243,20 @@ class Podman:
             f"pulled{where}. Build or load it first (podman build / podman load / podman pull)"
         )
 
+    def oom_killed(self, name: str) -> bool:
+        """Whether the (ended, not yet removed) container was killed by the OOM killer: as podman says, or
+        else as the kernel logged it for the container's cgroup (conmon misses OOM kills on hybrid cgroup v1
+        hosts, where podman always says false)."""
+        try:
+            run = self._run(["inspect", "--format", "{{.State.OOMKilled}} {{.Id}}", name], timeout=30)
+        except PodmanError as exc:
+            log.warning("podman inspect %s: %s", name, exc)
+            return False
+        if run.returncode != 0:
+            return False
+        said, _, container_id = run.stdout.strip().partition(" ")
+        return said == "true" or bool(container_id) and kernel_logged_oom_kill(f"/libpod-{container_id}")
+
     def remove_containers(self, names: Iterable[str]) -> None:
         """Kill and remove these containers if they exist; leaves nothing running behind a killed client."""
         names = sorted(set(names))
@@ -262,6 +277,35 @@ class Podman:
 def podman_works(settings: Settings) -> tuple[bool, str]:
     """Writes the server's podman configuration and checks that podman runs with it."""
     return Podman.from_settings(settings).works()
+
+
+def container_of(argv: list[str]) -> str | None:
+    """The container name of a `podman run --name=NAME ...` command line."""
+    if len(argv) < 2 or not os.path.basename(argv[0]).startswith("podman") or argv[1] != "run":
+        return None
+    return next((w.removeprefix("--name=") for w in argv[2:] if w.startswith("--name=")), None)
+
+
+def confine(
+    argv: list[str], memory: int | None, bucket_root: Path | None, buckets: list[str] | None
+) -> list[str]:
+    """A replica's `podman run` with its memory limit (swap included: --memory-swap equal to --memory) and,
+    when `buckets` is given, only those buckets of the bucket root at /gcs. The container is kept after it
+    ends (no --rm) so that the backend can ask podman whether the OOM killer ended it, then removes it."""
+    if container_of(argv) is None:
+        return argv
+    out = [argv[0], "run"]
+    if memory is not None:
+        out += [f"--memory={memory}", f"--memory-swap={memory}"]
+    whole = f"--volume={bucket_root}:/gcs" if bucket_root is not None else None
+    for word in argv[2:]:
+        if word == "--rm":
+            continue
+        if word == whole and buckets is not None:
+            out += [f"--volume={bucket_root}/{name}:/gcs/{name}" for name in buckets]
+            continue
+        out.append(word)
+    return out
 
 
 def launch_env(

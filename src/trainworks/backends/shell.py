@@ -1,11 +1,12 @@
 """Interactive shells in live replicas: a pseudo-terminal running a shell in the replica's own environment.
 
-A host replica's shell enters the mount namespace of the replica's command (its private /gcs view) with
-`nsenter`, starts in the command's working directory and gets the command's environment, read from
-/proc/<pid>/environ. A podman replica's shell is `podman exec` into its container, run with the podman
-client's environment (which carries the server's podman configuration). Either way the shell leads a
-session of its own with the pseudo-terminal as its controlling terminal (`setsid --ctty`), so closing the
-session can stop everything started from it.
+A host replica's shell enters the namespaces of the replica's command with `nsenter`: in a sandbox its mount
+and PID namespaces, with every capability dropped (`setpriv`), as the replica itself runs; without one, the
+mount namespace of its private /gcs view. It joins the replica's memory cgroup, starts in the command's
+working directory and gets the command's environment, read from /proc/<pid>/environ. A podman replica's
+shell is `podman exec` into its container, run with the podman client's environment (which carries the
+server's podman configuration). Either way the shell leads a session of its own with the pseudo-terminal as
+its controlling terminal (`setsid --ctty`), so closing the session can stop everything started from it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from trainworks.backends import procfs
 from trainworks.backends.local import SHIM
+from trainworks.backends.memory_limits import memory_cgroup_of
 
 DEFAULT_TERM = "xterm-256color"
 _READ_SIZE = 65536
@@ -78,14 +80,27 @@ def _children(pid: int) -> list[int]:
     return [int(part) for part in text.split()]
 
 
+def _namespace(pid: int | str, kind: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
 def command_process(pid: int, pid_start: int) -> int:
-    """The replica's command: the supervisor's child for a shim-started replica, else the process itself
-    (a replica forked from a warm interpreter is its own command)."""
+    """The replica's command: in a sandbox, the first child of the init of the replica's PID namespace
+    (the supervisor's child); else the supervisor's child for a shim-started replica, or the process itself
+    (a replica forked from a warm interpreter without a sandbox is its own command)."""
     if not procfs.is_alive(pid, pid_start):
         raise ShellUnavailable("the replica is not running")
+    children = _children(pid)
+    if children and _namespace(children[0], "pid") != _namespace(pid, "pid"):
+        commands = _children(children[0])
+        if not commands:
+            raise ShellUnavailable("the replica's command has ended")
+        return commands[0]  # the init starts the command first; orphans it adopts come after
     if str(SHIM) not in _cmdline(pid):
         return pid
-    children = _children(pid)
     if not children:
         raise ShellUnavailable("the replica's command has ended")
     return children[0]  # the supervisor forks exactly one child: the command
@@ -106,13 +121,6 @@ def _tool(name: str) -> str:
     if path is None:
         raise ShellUnavailable(f"`{name}` (util-linux) is not installed on the server host")
     return path
-
-
-def _mount_namespace(pid: int | str) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        return None
 
 
 def plan_shell(
@@ -154,15 +162,33 @@ def plan_shell(
         words = [shell, "--norc", "--noprofile"] + (["-c", command] if command else ["-i"])
     else:
         words = ["/bin/sh"] + (["-c", command] if command else ["-i"])
-    if _mount_namespace(target) != _mount_namespace("self"):
+    # The shell joins the replica's memory cgroup: what it starts counts against the replica's limit.
+    join = _join_cgroup(target)
+    if _namespace(target, "pid") != _namespace("self", "pid"):
+        # A sandbox: its mounts and PID namespace, and none of the capabilities the replica gave up.
+        nsenter = [_tool("nsenter"), f"--target={target}", "--mount", "--pid", "--wd"]
+        drop = [_tool("setpriv"), "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"]
+        argv = [setsid, "--ctty", *join, *nsenter, "--", *drop, *words]
+        return ShellPlan(argv, env, None, target, target_start)
+    if _namespace(target, "mnt") != _namespace("self", "mnt"):
         # --wd without a value: the command's working directory, opened before entering (it may be in /gcs).
         nsenter = [_tool("nsenter"), f"--target={target}", "--mount", "--wd"]
-        return ShellPlan([setsid, "--ctty", *nsenter, "--", *words], env, None, target, target_start)
+        return ShellPlan([setsid, "--ctty", *join, *nsenter, "--", *words], env, None, target, target_start)
     try:
         cwd = os.readlink(f"/proc/{target}/cwd")
     except OSError as exc:
         raise ShellUnavailable(f"the replica's working directory cannot be read: {exc.strerror}") from None
-    return ShellPlan([setsid, "--ctty", *words], env, cwd, target, target_start)
+    return ShellPlan([setsid, "--ctty", *join, *words], env, cwd, target, target_start)
+
+
+def _join_cgroup(target: int) -> list[str]:
+    """argv words that move the shell into the replica's memory cgroup before it starts (none when the
+    replica has no cgroup of its own)."""
+    folder = memory_cgroup_of(target)
+    if folder is None or folder == memory_cgroup_of("self"):
+        return []
+    procs = os.path.join(folder, "cgroup.procs")
+    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs]
 
 
 def _winsize(cols: int, rows: int) -> bytes:

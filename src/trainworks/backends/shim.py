@@ -1,10 +1,13 @@
 """Replica supervisor: the process the server starts for each replica.
 
-Run as `python -I -S shim.py RUN_DIR CWD GCS_ROOT ARGV...` with the replica's environment as its own (CWD and
-GCS_ROOT may be empty). It leads the replica's process group, optionally gives it a private mount namespace
-with the bucket root at /gcs, starts the command with its output in RUN_DIR, and writes the exit status to
-RUN_DIR/exit.json, so the status survives a server restart. It imports only built-in modules (no json: its
-records are written by hand) because its start-up is on every replica's start path.
+Run as `python -I -S shim.py RUN_DIR CWD SETUP ARGV...` with the replica's environment as its own (CWD may be
+empty). SETUP is "-" when the server sends the replica's plan on stdin (sandbox.py's format: its memory
+cgroup and its sandbox), a folder to bind at /gcs in a private mount namespace (no sandbox), or empty. It
+leads the replica's process group, starts the command with its output in RUN_DIR (through sandbox.spawn
+when there is a plan), and writes the exit status to RUN_DIR/exit.json, so the status survives a server
+restart; a replica the OOM killer ended gets `oom_kill` there. It imports only built-in modules and its two
+sibling modules (no json: its records are written by hand) because its start-up is on every replica's
+start path.
 """
 
 import os
@@ -16,6 +19,26 @@ CLONE_NEWNS = 0x00020000
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name):
+    """A sibling module (sandbox, memory_limits), under a private name: a warm interpreter shares its
+    sys.modules with training code."""
+    key = "_trainworks_" + name
+    module = sys.modules.get(key)
+    if module is None:
+        import importlib.machinery
+        import types
+
+        path = os.path.join(_DIR, name + ".py")
+        loader = importlib.machinery.SourceFileLoader(key, path)
+        module = types.ModuleType(key)
+        module.__file__ = path
+        module.__loader__ = loader
+        sys.modules[key] = module
+        loader.exec_module(module)
+    return module
 
 
 def _write_record(path, fields, durable=True):
@@ -58,9 +81,26 @@ def _mount_gcs(root, err):
         raise OSError(ctypes.get_errno(), f"bind-mounting {root} at /gcs failed")
 
 
+def read_plan(setup):
+    """The replica's plan: from stdin ("-"), else the legacy /gcs folder (or nothing)."""
+    if setup != "-":
+        return {"cgroup": None, "gcs_root": setup or None, "sandbox": None}
+    chunks = []
+    while True:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return _load("sandbox").parse_plan(b"".join(chunks).decode())
+
+
 def main():
-    run_dir, cwd, gcs_root = sys.argv[1:4]
+    run_dir, cwd, setup = sys.argv[1:4]
     argv = sys.argv[4:]
+    plan = read_plan(setup)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the plan's pipe is done with
+    os.close(devnull)
     out = os.open(os.path.join(run_dir, "stdout.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     err = os.open(os.path.join(run_dir, "stderr.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     if os.getpgid(0) != os.getpid():
@@ -68,9 +108,9 @@ def main():
     # Written before the command starts, made durable once it has (the command need not wait on the disk).
     shim_record = os.path.join(run_dir, "shim.json")
     _write_record(shim_record, [("pid", os.getpid()), ("started", time.time())], durable=False)
-    if gcs_root:
+    if plan["gcs_root"]:
         try:
-            _mount_gcs(gcs_root, err)
+            _mount_gcs(plan["gcs_root"], err)
         except OSError as exc:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
 
@@ -79,41 +119,77 @@ def main():
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: received.append(s))
 
-    child = os.fork()
-    if child == 0:
+    def start():
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        if cwd:
+            os.chdir(cwd)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
         try:
-            os.dup2(out, 1)
-            os.dup2(err, 2)
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
-            if cwd:
-                os.chdir(cwd)
-            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(signum, signal.SIG_DFL)
             os.execvp(argv[0], argv)
-        except BaseException as exc:  # noqa: BLE001 - anything here means the command never started
+        except OSError as exc:
             os.write(2, f"[trainworks] could not start {argv[0]!r}: {exc}\n".encode())
+        os._exit(127)
+
+    supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record))
+
+
+def supervise(plan, start, run_dir, log_fd, started=None):
+    """Run the replica (`start`, in its own process) under `plan`, wait for it and write its exit record;
+    then remove its memory cgroup."""
+    cgroup = plan["cgroup"]
+    limits = _load("memory_limits") if cgroup else None
+    before = limits.oom_kills(cgroup["dir"], cgroup["version"]) if cgroup else None
+    if cgroup is None and plan["sandbox"] is None:
+        child = os.fork()
+        if child == 0:
+            try:
+                start()
+            except BaseException as exc:  # noqa: BLE001 - anything here means the command never started
+                os.write(2, f"[trainworks] could not start the replica: {exc}\n".encode())
             os._exit(127)
+        if started is not None:
+            started()
+        status = _wait(child)
+    else:
+        try:
+            status = _load("sandbox").spawn(plan, start, log_fd, started)
+        except OSError as exc:
+            os.write(log_fd, f"[trainworks] the replica could not be started: {exc}\n".encode())
+            status = 127 << 8
+    oom = False
+    if cgroup is not None:
+        oom = status != 0 and limits.ran_out_of_memory(cgroup["dir"], cgroup["version"], before, status)
+    record_status(status, run_dir, oom)
+    if cgroup is not None:
+        limits.remove_dir(cgroup["dir"])
 
-    _fsync(shim_record)
-    wait_and_record(child, run_dir)
 
-
-def wait_and_record(child, run_dir):
-    """Wait for the command and write its exit record: 128+signal when a signal ended it."""
+def _wait(child):
     while True:
         try:
-            _, status = os.waitpid(child, 0)
-            break
+            return os.waitpid(child, 0)[1]
         except InterruptedError:
             continue
+
+
+def record_status(status, run_dir, oom=False):
+    """Write the exit record: 128+signal when a signal ended the command; oom_kill when the OOM killer did."""
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
         record = [("exit_code", 128 + signum), ("signal", signum)]
     else:
         record = [("exit_code", os.WEXITSTATUS(status))]
+    if oom:
+        record.append(("oom_kill", 1))
     record.append(("ended", time.time()))
     _write_record(os.path.join(run_dir, "exit.json"), record)
+
+
+def wait_and_record(child, run_dir):
+    """Wait for the command and write its exit record: 128+signal when a signal ended it."""
+    record_status(_wait(child), run_dir)
 
 
 if __name__ == "__main__":

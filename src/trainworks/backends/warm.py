@@ -292,7 +292,11 @@ class WarmPool:
         return record if _alive(record) else None
 
     def launch(
-        self, target: WarmTarget, request: LaunchRequest, invocation: PythonInvocation
+        self,
+        target: WarmTarget,
+        request: LaunchRequest,
+        invocation: PythonInvocation,
+        plan: Callable[[LaunchRequest], str | None] = lambda _request: None,
     ) -> ProcessHandle | None:
         """Fork the replica from a ready zygote; None when none can serve it (the caller starts it cold)."""
         record = self.ready_record(target, invocation.python)
@@ -307,6 +311,9 @@ class WarmPool:
             "gcs_root": str(request.gcs_root or ""),
             "env": request.env,
             "python": invocation.wire(),
+            "plan": plan(
+                request
+            ),  # the replica's cgroup and sandbox (sandbox.py's format), as for a cold start
         }
         sent = False
         try:
@@ -364,7 +371,9 @@ class WarmStartBackend:
             request.run_dir.mkdir(parents=True, exist_ok=True)
             for stale in ("exit.json", "shim.json"):
                 (request.run_dir / stale).unlink(missing_ok=True)
-            handle = self.pool.launch(target, request, invocation)
+            handle = self.pool.launch(
+                target, request, invocation, getattr(self.inner, "plan", lambda _r: None)
+            )
             if handle is not None:
                 spec = {
                     "argv": request.argv,

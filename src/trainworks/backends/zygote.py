@@ -7,14 +7,16 @@ abstract unix socket ADDRESS (only processes of its own user may talk to it), an
 STATE_FILE as ready. It keeps running while STATE_FILE names it, so the server drops it by removing or
 rewriting the file (and signalling it), and it outlives a server restart like replicas do.
 
-For each launch request (one JSON object: run_dir, cwd, gcs_root, env, and the parsed python command line)
-it forks a child that plays the replica supervisor exactly as shim.py does: it leads a new session (so the
-server signals the group), writes shim.json (with its kernel start time, so a restarted server can adopt
-it), optionally gives itself a private /gcs mount namespace, forks the training process, waits for it and
-writes exit.json. The training process is the grandchild: stdio on the replica's log files, the replica's
-environment, cwd, argv, sys.path and signal dispositions as `python -c/-m/script` would have them, then it
-runs the code in a fresh `__main__`, and exits the way the interpreter does (SystemExit codes, tracebacks
-and status 1, atexit handlers, non-daemon threads joined, SIGINT re-raised for KeyboardInterrupt).
+For each launch request (one JSON object: run_dir, cwd, gcs_root, env, the parsed python command line and
+the server's plan for the replica) it forks a child that plays the replica supervisor exactly as shim.py
+does: it leads a new session (so the server signals the group), writes shim.json (with its kernel start
+time, so a restarted server can adopt it), starts the training process under the plan (its memory cgroup
+and sandbox: shim.supervise, sandbox.spawn) or, without one, in a private /gcs mount namespace, waits for
+it and writes exit.json. The training process is the supervisor's child (in a sandbox, the child of the
+namespace's init): stdio on the replica's log files, the replica's environment, cwd, argv, sys.path and
+signal dispositions as `python -c/-m/script` would have them, then it runs the code in a fresh `__main__`,
+and exits the way the interpreter does (SystemExit codes, tracebacks and status 1, atexit handlers,
+non-daemon threads joined, SIGINT re-raised for KeyboardInterrupt).
 
 Differences from a cold start that training code could notice: the preloaded modules were imported with
 the zygote's environment (the same one the server gives every replica, without the job's own variables),
@@ -220,27 +222,26 @@ def _supervise(request, ready_fd):
     _shim._write_record(shim_record, fields, durable=False)
     os.write(ready_fd, b"1")
     os.close(ready_fd)
-    gcs_root = request.get("gcs_root") or ""
-    if gcs_root:
+    # The server's plan (memory cgroup, sandbox: sandbox.py), or the /gcs folder of a server without one.
+    plan = _shim.read_plan(request.get("gcs_root") or "")
+    if request.get("plan") is not None:
+        plan = _shim._load("sandbox").parse_plan(request["plan"])
+    if plan["gcs_root"]:
         try:
-            _shim._mount_gcs(gcs_root, err)
+            _shim._mount_gcs(plan["gcs_root"], err)
         except OSError as exc:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
     received = []
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: received.append(s))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    child = os.fork()
-    if child == 0:
-        try:
-            _run_training(request, out, err)
-        except BaseException as exc:  # noqa: BLE001 - the training code never started
-            os.write(2, f"[trainworks] could not start the training code: {exc!r}\n".encode())
-        os._exit(127)
-    os.close(out)
-    os.close(err)
-    _shim._fsync(shim_record)
-    _shim.wait_and_record(child, run_dir)
+    _shim.supervise(
+        plan,
+        lambda: _run_training(request, out, err),
+        run_dir,
+        err,
+        started=lambda: _shim._fsync(shim_record),
+    )
     os._exit(0)
 
 

@@ -1,8 +1,17 @@
-"""`trainworks admin`: operator tools, such as chaos preemption of SPOT jobs."""
+"""`trainworks admin`: operator tools: chaos preemption of SPOT jobs (through the REST API) and API tokens.
+
+Tokens are managed on the server's own database (`--home` / `--database-url`, as `serve` takes them), not
+through the API: whoever can read the server's state may make tokens, and no API call can mint one. The
+server looks tokens up on every request, so a new or revoked token counts at once, without a restart.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -19,8 +28,28 @@ from trainworks.cli.common import (
     make_client,
 )
 from trainworks.cli.render import OutputFormat, print_data, print_status
+from trainworks.config import Settings, default_home
+from trainworks.store.database import Database
+from trainworks.store.tokens import TokenError, TokenStore
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 app = typer.Typer(name="admin", no_args_is_help=True, add_completion=False, help="Operator tools.")
+tokens_app = typer.Typer(
+    name="tokens", no_args_is_help=True, add_completion=False, help="API tokens scoped to projects."
+)
+app.add_typer(tokens_app, name="tokens")
+
+HomeOpt = Annotated[
+    Path | None,
+    typer.Option("--home", help="The server's state folder (default $TRAINWORKS_HOME or ~/.trainworks)."),
+]
+DatabaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url", envvar="TRAINWORKS_DATABASE_URL", help="The server's database, when not SQLite."
+    ),
+]
 
 
 @app.command()
@@ -44,3 +73,89 @@ def preempt(
         print_data(result, format)
         return
     print_status(f"Preempted {', '.join(result.get('preempted', []))} of [{name}].")
+
+
+# ====================================================================== tokens
+def _token_store(home: Path | None, database_url: str | None) -> TokenStore:
+    settings = Settings(home=home or default_home(), database_url=database_url)
+    if database_url is None and not (settings.home / "trainworks.db").exists():
+        settings.home.mkdir(parents=True, exist_ok=True)  # tokens made before the server first starts
+    return TokenStore(Database(settings.db_url))
+
+
+def _token_errors(func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except TokenError as exc:
+            print_status(f"ERROR: {exc}")
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@tokens_app.command("create")
+@_token_errors
+def create_token(
+    project: Annotated[
+        list[str] | None,
+        typer.Option("--project", help="A project the token may use (repeatable; * for all projects)."),
+    ] = None,
+    admin: Annotated[
+        bool, typer.Option("--admin", help="Also /metrics, unowned buckets and listings across projects.")
+    ] = False,
+    description: Annotated[str, typer.Option("--description", help="Who or what the token is for.")] = "",
+    home: HomeOpt = None,
+    database_url: DatabaseOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Make a token and print it, once: only its hash is kept."""
+    record, token = _token_store(home, database_url).create(project or [], admin, description)
+    if format != OutputFormat.human:
+        print_data({**record.as_dict(), "token": token}, format)
+        return
+    scope = "all projects" if "*" in record.projects else ", ".join(record.projects)
+    print_status(
+        f"Created token {record.id} for {scope}{' (admin)' if admin else ''}. "
+        "It is shown only now: keep it somewhere safe."
+    )
+    sys.stdout.write(token + "\n")  # alone on stdout: TOKEN=$(trainworks admin tokens create ...)
+
+
+@tokens_app.command("list")
+@_token_errors
+def list_tokens(
+    home: HomeOpt = None, database_url: DatabaseOpt = None, format: FormatOpt = OutputFormat.human
+) -> None:
+    """The tokens' records (never the tokens)."""
+    records = _token_store(home, database_url).list()
+    if format != OutputFormat.human:
+        print_data([r.as_dict() for r in records], format)
+        return
+    if not records:
+        print_status("No tokens.")
+        return
+    sys.stdout.write(f"{'ID':<14}{'PROJECTS':<30}{'ADMIN':<7}{'STATE':<9}{'CREATED':<22}DESCRIPTION\n")
+    for r in records:
+        created = r.create_time.strftime("%Y-%m-%d %H:%M:%S")
+        state = "revoked" if r.revoked else "active"
+        projects = ",".join(r.projects)
+        admin = "yes" if r.admin else "no"
+        sys.stdout.write(f"{r.id:<14}{projects:<30}{admin:<7}{state:<9}{created:<22}{r.description}\n")
+
+
+@tokens_app.command("revoke")
+@_token_errors
+def revoke_token(
+    token_id: Annotated[str, typer.Argument(metavar="ID", help="The token's ID (see `admin tokens list`).")],
+    home: HomeOpt = None,
+    database_url: DatabaseOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Revoke a token: the server refuses it from the next request on."""
+    record = _token_store(home, database_url).revoke(token_id)
+    if format != OutputFormat.human:
+        print_data(record.as_dict(), format)
+        return
+    print_status(f"Revoked token {record.id}.")

@@ -10,7 +10,7 @@ import typer
 import uvicorn
 
 from trainworks.config import Settings, default_home
-from trainworks.observability.log_format import FORMATS, configure_logging
+from trainworks.observability.log_format import FORMATS, configure_logging, uvicorn_log_config
 
 log = logging.getLogger("trainworks")
 
@@ -86,7 +86,8 @@ def serve(
         [],
         "--api-token",
         envvar="TRAINWORKS_API_TOKENS",
-        help="Require this bearer token or API key (repeatable).",
+        help="An admin token: a bearer token or API key for every project (repeatable). Tokens scoped to "
+        "projects: `trainworks admin tokens create`.",
     ),
     bucket_root: Path = typer.Option(None, "--bucket-root", help="Folder holding local buckets."),
     gcs: bool = typer.Option(False, "--gcs", help="Send gs:// to real Cloud Storage (needs gcsfs)."),
@@ -126,6 +127,18 @@ def serve(
     max_object_bytes: int = typer.Option(
         5 << 40, "--max-object-bytes", min=1, help="Largest object a Cloud Storage upload may write."
     ),
+    sandbox: bool = typer.Option(
+        True,
+        "--sandbox/--no-sandbox",
+        help="Run host replicas sandboxed (docs/isolation.md); --no-sandbox is for debugging only.",
+    ),
+    replica_memory_scale: float = typer.Option(
+        1.0,
+        "--replica-memory-scale",
+        min=0.0,
+        help="A host replica's memory limit is its machine type's memory times this, for a host smaller "
+        "than the machines it emulates (0: no limits).",
+    ),
     log_level: str = typer.Option("info", "--log-level"),
     log_format: str = typer.Option(
         "text", "--log-format", help="text, or json: one JSON object per line (time, level, logger, message)."
@@ -164,6 +177,8 @@ def serve(
         max_request_bytes=max_request_bytes,
         max_object_bytes=max_object_bytes,
         storage_url=storage_url(host, port),
+        sandbox=sandbox,
+        replica_memory_scale=replica_memory_scale,
     )
     if insecure_registry:
         from trainworks.backends.podman import check_registry
@@ -183,12 +198,12 @@ def serve(
     resolve_executor(settings, executor, slurm_conf, slurm_partition)
     log.info("home %s, database %s", settings.home, settings.db_url.split("@")[-1])
     if tokens:
-        log.info("auth: %d token(s) required", len(tokens))
+        log.info("auth: %d admin token(s) from --api-token, and any stored tokens", len(tokens))
     from trainworks.api.app import create_app
 
     os.environ.setdefault("TRAINWORKS_HOME", str(settings.home))
     # JSON: uvicorn's own loggers propagate to the root logger's JSON handler instead of its text config.
-    log_config = None if json_logs else uvicorn.config.LOGGING_CONFIG
+    log_config = None if json_logs else uvicorn_log_config(uvicorn.config.LOGGING_CONFIG, tokens)
     uvicorn.run(
         create_app(settings),
         host=host,

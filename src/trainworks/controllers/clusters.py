@@ -205,11 +205,15 @@ class ClusterController(ReconcileLoop):
             key_of(fresh), fresh.operation_id, response={"@type": CLUSTER_TYPE, **cluster_wire(fresh)}
         )
 
-    def _fail_operation(self, row: ClusterRow, message: str) -> None:
-        if row.operation_id is not None:
-            self.store.finish_operation(
-                key_of(row), row.operation_id, error=status_dict(Code.FAILED_PRECONDITION, message)
-            )
+    def _failed(self, row: ClusterRow, message: str) -> dict[str, Any]:
+        """Transition values that also end the cluster's operation with `message`, in the same transaction:
+        a crash in between left the operation undone (ERROR), or completed as a success later (RUNNING)."""
+        if row.operation_id is None:
+            return {}
+        return {
+            "operation_id": None,
+            "abort": (row.operation_id, status_dict(Code.FAILED_PRECONDITION, message)),
+        }
 
     # -------------------------------------------------------------- one cluster
     def reconcile(self, row: ClusterRow) -> bool:
@@ -231,10 +235,13 @@ class ClusterController(ReconcileLoop):
             self.slurm(row).apply(layout.cluster)
         except SlurmError as exc:
             message = f"Slurm could not start: {exc}"
-            if self.store.transition(
-                key_of(row), [C.PROVISIONING], state=C.ERROR, error=status_dict(Code.INTERNAL, message)
-            ):
-                self._fail_operation(row, message)
+            self.store.transition(
+                key_of(row),
+                [C.PROVISIONING],
+                state=C.ERROR,
+                error=status_dict(Code.INTERNAL, message),
+                **self._failed(row, message),
+            )
             return False
         problems = [
             f"{slot.name}: {d}"
@@ -358,10 +365,10 @@ class ClusterController(ReconcileLoop):
             self.slurm(row).apply(self.layout(row, row.spec, row.realized).cluster)
         except SlurmError as exc:
             log.error("cluster %s: restoring the previous configuration failed: %s", row_name(row), exc)
-        if self.store.transition(key_of(row), [C.UPDATING], state=C.RUNNING, pending=None):
-            self._fail_operation(
-                row, f"Slurm refused the updated configuration; nothing was changed: {error}"
-            )
+        message = f"Slurm refused the updated configuration; nothing was changed: {error}"
+        self.store.transition(
+            key_of(row), [C.UPDATING], state=C.RUNNING, pending=None, **self._failed(row, message)
+        )
 
     def _delete_cluster(self, row: ClusterRow) -> bool:
         self.slurm(row).down()

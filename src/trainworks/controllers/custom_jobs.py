@@ -12,6 +12,7 @@ How a job ends or restarts (docs/state-machines.md has the whole picture):
   at most 3 times; a replica that vanishes restarts alone, at most 5 times, or restarts the whole job
   (counting toward the same 3) with restartJobOnWorkerRestart;
 * a preempted SPOT replica gets SIGTERM and the notice period, then the whole job restarts, at most 6 times;
+  an exit that came before the SIGTERM stands (a job that had finished succeeds, one that crashed fails);
 * disableRetries turns every restart off.
 Before a restart or an end, every replica is stopped: SIGTERM to its process group, SIGKILL after the grace.
 
@@ -26,7 +27,7 @@ import shutil
 import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,11 @@ from trainworks.backends.base import (
     LaunchError,
     Phase,
     ProcessHandle,
+    ReplicaStatus,
 )
 from trainworks.backends.commands import TaskError
 from trainworks.backends.gpus import devices_of
+from trainworks.backends.memory_limits import OUT_OF_MEMORY
 from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
 from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES
@@ -54,6 +57,7 @@ from trainworks.controllers.job_policy import (
     is_spot,
     job_timeout,
     preemption_chance,
+    preemption_exposure,
     restart_whole_job_on_worker_restart,
     restarts_of,
     retries_disabled,
@@ -70,6 +74,7 @@ from trainworks.resources.wire import format_timestamp, now_utc, parse_duration,
 from trainworks.scheduling.admission import Decision, plan_admissions
 from trainworks.scheduling.inventory import Inventory, default_inventory
 from trainworks.scheduling.job_requests import allocation, job_request
+from trainworks.store.crash_points import crash_point
 from trainworks.store.jobs import ACTIVE_STATES, JobStore
 from trainworks.store.operations import OperationStore
 from trainworks.store.tables import CustomJobRow, ReplicaRow
@@ -79,6 +84,8 @@ log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 S = JobState
 _HOLDING_STATES = frozenset({int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)})
+# Phases of replica runs that ended: the job acts on each (again, if a crash came before it had).
+_ENDED = (Phase.EXITED.value, Phase.LOST.value)
 # (inventory, {(holding job id, zone)}, {queued job id}): everything an admission pass reads.
 _PlanKey = tuple[Inventory, frozenset[tuple[int, str | None]], frozenset[int]]
 
@@ -133,8 +140,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self.persistent: Any = None
         # Package builds in flight: an optimisation only; a restarted server simply starts them again.
         self._preparing: dict[int, Future[dict[int, Path]]] = {}
-        # When each SPOT job last rolled for random preemption (a restarted server starts the clock again).
-        self._rolled: dict[int, float] = {}
+        # When each SPOT job last rolled for random preemption, and in which attempt (job_policy's
+        # preemption_exposure); a restarted server starts the clock again, from when it started watching.
+        self._rolled: dict[int, tuple[int, datetime]] = {}
+        self._watching_since = now_utc()
         self._random = random.Random()
         # The last admission pass's input key and decision, reused while nothing it depends on changed; an
         # optimisation only (a restarted server plans again on its first pass).
@@ -275,11 +284,15 @@ class CustomJobController(GangJobs, ReconcileLoop):
         state: JobState,
         error: dict[str, Any] | None = None,
         grace: float | None = None,
+        preemption: bool = False,
     ) -> None:
-        """Record how the job ends; replicas are stopped before the state becomes final."""
+        """Record how the job ends; replicas are stopped before the state becomes final. `preemption`: the
+        end is a preemption's (a stock-out), which a completion seen before the notice is sent overrules."""
         outcome: dict[str, Any] = {"state": int(state), "error": error}
         if grace is not None:
             outcome["grace"] = grace
+        if preemption:
+            outcome["preemption"] = True
         if self._set_outcome(job, outcome) and error:
             log_service(self.job_dir(job), error["message"], severity="ERROR")
 
@@ -353,9 +366,11 @@ class CustomJobController(GangJobs, ReconcileLoop):
         if not self._launch_planned(job, replicas, pythons):
             return True
         self._preparing.pop(job.id, None)
-        if self.jobs.transition(job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING):
-            if job.start_time is None:  # startTime is the first entry into RUNNING
-                self.jobs.set_fields(job.id, start_time=now_utc())
+        # startTime is the first entry into RUNNING, recorded with it: a crash in between must not lose it.
+        started = job.start_time or now_utc()
+        if self.jobs.transition(job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING, start_time=started):
+            crash_point("job-running")
+            if job.start_time is None:
                 self.metrics.job_started(job.create_time)
             log_service(self.job_dir(job), "Job is running.")
         return True
@@ -400,12 +415,15 @@ class CustomJobController(GangJobs, ReconcileLoop):
         """The region's random preemption rate (expected preemptions per replica-hour) for SPOT replicas."""
         region = self.inventory.region(job.location)
         rate = region.preemption_rate_per_hour if region is not None else 0.0
-        now = time.monotonic()
-        last = self._rolled.get(job.id, now)
-        self._rolled[job.id] = now
+        now = now_utc()
+        started = min((r.started_at for r in replicas if r.started_at is not None), default=None)
+        seconds = preemption_exposure(
+            now, job.attempt, self._rolled.get(job.id), started, self._watching_since
+        )
+        self._rolled[job.id] = (job.attempt, now)
         if rate <= 0 or not is_spot(job):
             return
-        chance = preemption_chance(rate, now - last)
+        chance = preemption_chance(rate, seconds)
         for replica in replicas:
             if (
                 replica.phase == "running"
@@ -420,12 +438,20 @@ class CustomJobController(GangJobs, ReconcileLoop):
 
     def _watch(self, job: CustomJobRow) -> bool:
         replicas = self.jobs.replicas(job.id, job.attempt)
-        self._random_preemptions(job, replicas)
+        gang = self._gang_of(replicas)
+        # Exits before preemptions: a preemption only lands when the teardown signals the replicas, so an exit
+        # seen now happened first. A job whose primary replica exited 0 just before has succeeded: it must
+        # not be restarted (or failed with a stock-out) for a reclaim that came too late.
+        if gang is None and self._poll_exits(job, replicas):
+            return True
+        self._random_preemptions(job, replicas)  # of the replicas still running
         preempted = [r for r in replicas if r.preempt_requested and r.phase in ("planned", "running")]
         if preempted:
             self._preempt(job, [task_name(r) for r in preempted])
-            return True
-        gang = self._gang_of(replicas)
+            crash_point("preemption-decided")
+            # Delivered now (SIGTERM, then the notice), not on the next pass: a pass that starts many
+            # replicas takes seconds, and a reclaim does not wait while the job trains on.
+            return self._tear_down(job) if job.outcome is not None else True
         if gang is not None:
             try:
                 statuses = gang.poll_gang(self._gang_members(replicas))
@@ -433,25 +459,6 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 log.warning("job %s: %s backend unavailable: %s", job.id, gang.name, exc)
                 return True
             return self._watch_gang(job, replicas, statuses)
-        for replica in replicas:
-            handle = _handle(replica)
-            if handle is None or replica.phase != "running":
-                continue
-            status = self.backend.poll(handle, Path(replica.run_dir))
-            if status.phase == Phase.RUNNING:
-                continue
-            task = task_name(replica)
-            self._record_exit(replica, status.phase, status.exit_code, status.detail)
-            if status.phase == Phase.LOST:
-                self._lost(job, replica)
-                return True
-            log_service(self.job_dir(job), f"Task {task} completed. Exit code ({status.exit_code}).")
-            if status.exit_code != 0:
-                self._crashed(job, replica, status.exit_code or 0, status.detail)
-                return True
-            if replica.pool == 0 and replica.replica_index == 0:
-                self._decide(job, S.JOB_STATE_SUCCEEDED)
-                return True
         if any(r.phase == "planned" for r in replicas):  # a worker restarting on its own
             future = self._prepared(job)
             if future.done():
@@ -461,6 +468,37 @@ class CustomJobController(GangJobs, ReconcileLoop):
                     self._fail(job, Code.FAILED_PRECONDITION, f"The job could not be prepared: {exc}")
         return True
 
+    def _poll_exits(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> bool:
+        """Record the replicas that ended and act on the first that decides something; True when one did."""
+        for replica in replicas:
+            handle = _handle(replica)
+            fresh = replica.phase == "running"
+            if replica.phase in _ENDED:
+                # Its end was recorded but the server stopped before acting on it: act on it now.
+                status = ReplicaStatus(Phase(replica.phase), replica.exit_code, replica.detail or "")
+            elif handle is None or not fresh:
+                continue
+            else:
+                status = self.backend.poll(handle, Path(replica.run_dir))
+                if status.phase == Phase.RUNNING:
+                    continue
+                self._record_exit(replica, status.phase, status.exit_code, status.detail)
+                crash_point("replica-exit-recorded")
+                replica.phase = status.phase.value  # it has ended: a preemption finds nothing to stop
+            task = task_name(replica)
+            if status.phase == Phase.LOST:
+                self._lost(job, replica)
+                return True
+            if fresh:
+                log_service(self.job_dir(job), f"Task {task} completed. Exit code ({status.exit_code}).")
+            if status.exit_code != 0:
+                self._crashed(job, replica, status.exit_code or 0, status.detail)
+                return True
+            if replica.pool == 0 and replica.replica_index == 0:
+                self._decide(job, S.JOB_STATE_SUCCEEDED)
+                return True
+        return False
+
     def _crashed(self, job: CustomJobRow, replica: ReplicaRow, code: int, detail: str) -> None:
         task = task_name(replica)
         reason = detail or "Error"
@@ -468,6 +506,8 @@ class CustomJobController(GangJobs, ReconcileLoop):
         tail = _tail(Path(replica.run_dir) / "stderr.log")
         if tail:
             message += f"\n{tail}"
+        if detail == OUT_OF_MEMORY:  # the OOM killer ended it (backends/memory_limits.py)
+            message = f"The replica {task} ran out of memory and exited with a non-zero status of {code}."
         transient = code in TRANSIENT_EXIT_CODES
         if (
             transient
@@ -537,6 +577,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
                     f"in region: {job.location}. Try a different region or use a different accelerator.",
                 ),
                 grace=notice,
+                preemption=True,
             )
             return
         cause = f"{by}: {names}" if by else f"Spot VM preempted: {names}"
@@ -566,6 +607,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         if "restart" in job.outcome:
             self._begin_next_attempt(job)
             return True
+        self._rolled.pop(job.id, None)
         state = S(job.outcome["state"])
         done = self.jobs.transition(
             job.id,
@@ -600,6 +642,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 alive.append(handle)
             else:
                 self._record_exit(replica, status.phase, status.exit_code, status.detail or "stopped")
+                self._completed_before_preemption(job, replica, status)
         if alive:
             now = now_utc()
             grace = float(job.outcome.get("grace", self.settings.cancel_grace_seconds))
@@ -613,6 +656,33 @@ class CustomJobController(GangJobs, ReconcileLoop):
                     self.backend.signal(handle, signal.SIGKILL)
             return True
         return False
+
+    def _completed_before_preemption(
+        self, job: CustomJobRow, replica: ReplicaRow, status: ReplicaStatus
+    ) -> None:
+        """A preemption was decided but not delivered yet (no signal sent), and the primary replica has exited
+        0 meanwhile: the job finished before the reclaim reached it, so it succeeded (no restart, no
+        stock-out)."""
+        assert job.outcome is not None
+        if not (
+            job.teardown_started is None
+            and (job.outcome.get("restart") == "preemption" or job.outcome.get("preemption"))
+            and (replica.pool, replica.replica_index) == (0, 0)
+            and status.phase == Phase.EXITED
+            and status.exit_code == 0
+        ):
+            return
+        outcome: dict[str, Any] = {"state": int(S.JOB_STATE_SUCCEEDED), "error": None}
+        if "grace" in job.outcome:
+            outcome["grace"] = job.outcome["grace"]
+        # Not over a cancel that came meanwhile (CANCELLING): that one stands.
+        if self.jobs.transition(job.id, [S.JOB_STATE_RUNNING], outcome=outcome):
+            job.outcome = outcome
+            log_service(
+                self.job_dir(job),
+                f"Task {task_name(replica)} completed. Exit code (0). It finished before the preemption "
+                "reached it: the job succeeded.",
+            )
 
     def _begin_next_attempt(self, job: CustomJobRow) -> None:
         assert job.outcome is not None
@@ -640,8 +710,5 @@ class CustomJobController(GangJobs, ReconcileLoop):
 
     # -------------------------------------------------------------- delete
     def _finish_delete(self, job: CustomJobRow) -> None:
-        op_id = job.delete_operation_id
         shutil.rmtree(self.job_dir(job), ignore_errors=True)
-        self.jobs.remove(job.id)
-        if op_id is not None:
-            self.operations.finish(op_id, response={"@type": "type.googleapis.com/google.protobuf.Empty"})
+        self.jobs.remove(job.id, finish_operation=job.delete_operation_id)

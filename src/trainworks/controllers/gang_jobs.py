@@ -118,13 +118,17 @@ class GangJobs:
 
     def _gang_running(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> None:
         """The backend started every replica together: the job is RUNNING from now."""
+        now = now_utc()
+        # startTime is the first entry into RUNNING, recorded with it: a crash in between must not lose it.
         if not self.jobs.transition(
-            job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING, waiting_reason=None
+            job.id,
+            [S.JOB_STATE_PENDING],
+            state=S.JOB_STATE_RUNNING,
+            waiting_reason=None,
+            start_time=job.start_time or now,
         ):
             return
-        now = now_utc()
-        if job.start_time is None:  # startTime is the first entry into RUNNING
-            self.jobs.set_fields(job.id, start_time=now)
+        if job.start_time is None:
             self.metrics.job_started(job.create_time)
             job.start_time = now
         for replica in replicas:

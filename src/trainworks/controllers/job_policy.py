@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from trainworks.resources.custom_job import DEFAULT_TIMEOUT
@@ -49,6 +49,26 @@ def restart_whole_job_on_worker_restart(job: CustomJobRow) -> bool:
 def preemption_chance(rate_per_hour: float, seconds: float) -> float:
     """Probability of at least one preemption in `seconds` for a Poisson rate per replica-hour. Pure."""
     return 1.0 - math.exp(-rate_per_hour * max(seconds, 0.0) / 3600.0)
+
+
+def preemption_exposure(
+    now: datetime,
+    attempt: int,
+    last_roll: tuple[int, datetime] | None,
+    attempt_start: datetime | None,
+    watching_since: datetime,
+) -> float:
+    """Seconds of running that a random-preemption roll of a SPOT job covers. Pure.
+
+    From the job's last roll (`last_roll`: its attempt and time) when that was in this attempt; otherwise from
+    when the attempt's replicas started, not from when a pass first saw them (with many jobs a pass can take
+    seconds). Never from before `watching_since` (a restarted server starts the clock again), and never
+    across the time a restarted job waited in the queue: that is no replica's running time."""
+    if last_roll is not None and last_roll[0] == attempt:
+        start = last_roll[1]
+    else:
+        start = max(attempt_start or now, watching_since)
+    return max((now - start).total_seconds(), 0.0)
 
 
 def restarts_of(job: CustomJobRow, *kinds: str) -> int:

@@ -19,11 +19,18 @@ from trainworks.backends.gpus import accelerators_per_replica, detect_gpus, pick
 from trainworks.backends.host_python import HostPython, pip_settings
 from trainworks.backends.podman import Podman, container_name, launch_env
 from trainworks.backends.python_packages import PackageEnvironments
+from trainworks.catalog.machines import machine_type
 from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES, JobContext, ReplicaSlot, replica_environment
 from trainworks.controllers.service_log import log_service
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 from trainworks.tuning.trial_jobs import METRIC_FILE, trial_of
+
+
+def machine_memory(pool: dict[str, Any]) -> int | None:
+    """The memory of a pool's machine type in bytes (None for a type the catalog does not know)."""
+    machine = machine_type(str((pool.get("machineSpec") or {}).get("machineType", "")))
+    return int(machine.memory_gib * (1 << 30)) if machine is not None else None
 
 
 def task_name(replica: ReplicaRow) -> str:
@@ -227,6 +234,8 @@ class ReplicaLauncher:
             run_dir=Path(replica.run_dir),
             cwd=Path(replica.run_dir),
             gcs_root=shim_gcs_root,
+            project=job.project_number,
+            memory_bytes=machine_memory(pool),
         )
         return self.backend.launch(request)
 

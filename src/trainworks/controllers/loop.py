@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from trainworks.store.database import database_unavailable
+
 log = logging.getLogger(__name__)
 
 BUSY_INTERVAL = 0.05  # while something is changing, look again soon enough to notice it promptly
@@ -39,11 +41,26 @@ class ReconcileLoop:
         self.wake_event.set()
 
     def _run(self) -> None:
+        database_down = False
         while not self._stop.is_set():
             self.wake_event.clear()
             try:
                 busy = self.reconcile_once()
-            except Exception:  # keep reconciling: one bad pass must not stop the loop
-                log.exception("%s: reconcile pass failed", self.name)
+                if database_down:
+                    log.info("%s: the database answers again; reconciling resumes", self.name)
+                    database_down = False
+            except Exception as exc:  # keep reconciling: one bad pass must not stop the loop
+                passing = database_unavailable(exc)
+                if passing is None:
+                    log.exception("%s: reconcile pass failed", self.name)
+                elif not database_down:  # once per outage: the state is in the database, nothing is lost
+                    log.warning(
+                        "%s: the database is %s (%s); retrying every %gs",
+                        self.name,
+                        passing,
+                        exc.__class__.__name__,
+                        self.resync_seconds,
+                    )
+                    database_down = True
                 busy = False
             self.wake_event.wait(BUSY_INTERVAL if busy else self.resync_seconds)

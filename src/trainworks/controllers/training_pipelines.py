@@ -210,10 +210,7 @@ class TrainingPipelineController(ReconcileLoop):
         self.store.transition(row.id, UNFINISHED, state=state, error=error, end_time=now_utc())  # type: ignore[arg-type]
 
     def _finish_delete(self, row: TrainingPipelineRow) -> None:
-        op_id = row.delete_operation_id
-        self.store.remove(row.id)
-        if op_id is not None:
-            self.operations.finish(op_id, response={"@type": "type.googleapis.com/google.protobuf.Empty"})
+        self.store.remove(row.id, finish_operation=row.delete_operation_id)
 
     # -------------------------------------------------------------- the backing job
     def _find_backing(self, row: TrainingPipelineRow) -> int | None:

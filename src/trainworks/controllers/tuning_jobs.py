@@ -26,6 +26,7 @@ from trainworks.resources.status import Code, status_dict
 from trainworks.resources.wire import now_utc
 from trainworks.services.custom_jobs import CustomJobService
 from trainworks.services.errors import ApiError
+from trainworks.store.crash_points import crash_point
 from trainworks.store.jobs import JobStore
 from trainworks.store.operations import OperationStore
 from trainworks.store.tables import TuningJobRow, TuningTrialRow
@@ -41,6 +42,7 @@ S = JobState
 REQUESTED, ACTIVE, STOPPING, SUCCEEDED, INFEASIBLE = 1, 2, 3, 4, 5
 LIVE_TRIALS = (REQUESTED, ACTIVE, STOPPING)
 ACTIVE_JOB_STATES = (S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING, S.JOB_STATE_CANCELLING)
+_UNCANCELLED = frozenset(int(s) for s in (S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING))
 SERVICE_FAILED_TRIALS = 3  # maxFailedTrialCount 0: this many finished trials, all failed, fail the job
 STOPPING_SPECS = ("medianAutomatedStoppingSpec", "decayCurveStoppingSpec", "convexAutomatedStoppingSpec")
 
@@ -140,6 +142,8 @@ class TuningJobController(ReconcileLoop):
             if child is None:
                 self._end_trial(job, trial, None, "The CustomJob of this trial was deleted.")
                 continue
+            if trial.stopped_early and child.state in _UNCANCELLED:
+                self._stop_early(job, trial, child)  # marked stopped, but a crash came before the cancel
             run_dir = self.settings.jobs_dir / str(child.id) / "workerpool0-0"
             known = _measurements(trial)
             measurements = merge(known, read_reports(run_dir / METRIC_FILE, metric["metricId"]))
@@ -190,10 +194,13 @@ class TuningJobController(ReconcileLoop):
         trial.custom_job_id, trial.state = child_id, ACTIVE
 
     def _stop_early(self, job: TuningJobRow, trial: TuningTrialRow, child: Any) -> None:
-        with contextlib.suppress(ApiError):  # it may have finished meanwhile
-            self.custom_jobs.cancel(job.project_number, job.location, str(child.id))
+        # Marked first: its cancelled job then still counts as a stopped trial with its measurements (not as
+        # a failed one) should a crash come between the two; the cancel is repeated after a restart.
         self.store.update_trial(trial.id, state=STOPPING, stopped_early=True)
         trial.state, trial.stopped_early = STOPPING, True
+        crash_point("trial-stopping")
+        with contextlib.suppress(ApiError):  # it may have finished meanwhile
+            self.custom_jobs.cancel(job.project_number, job.location, str(child.id))
 
     def _end_trial(
         self, job: TuningJobRow, trial: TuningTrialRow, final: Measurement | None, reason: str | None
@@ -201,7 +208,11 @@ class TuningJobController(ReconcileLoop):
         study = self.study(job)
         metric_id = job.spec["studySpec"]["metrics"][0]["metricId"]
         started = trial.start_time or now_utc()
+        # The study is told first (telling twice is a no-op): a crash before the trial row is updated ends
+        # the trial again on the next pass, while the other order left the study's trial running for ever.
         if final is not None:
+            study.complete(trial.study_number, final.value)
+            crash_point("trial-told")
             elapsed = max(0.0, final.timestamp - started.timestamp()) if final.timestamp else None
             self.store.update_trial(
                 trial.id,
@@ -209,11 +220,11 @@ class TuningJobController(ReconcileLoop):
                 final_measurement=final.wire(metric_id, elapsed),
                 end_time=now_utc(),
             )
-            study.complete(trial.study_number, final.value)
             trial.state = SUCCEEDED
         else:
-            self.store.update_trial(trial.id, state=INFEASIBLE, infeasible_reason=reason, end_time=now_utc())
             study.fail(trial.study_number)
+            crash_point("trial-told")
+            self.store.update_trial(trial.id, state=INFEASIBLE, infeasible_reason=reason, end_time=now_utc())
             trial.state = INFEASIBLE
 
     # -------------------------------------------------------------- the job
@@ -309,8 +320,5 @@ class TuningJobController(ReconcileLoop):
             shutil.rmtree(self.settings.jobs_dir / str(child.id), ignore_errors=True)
             self.jobs.remove(child.id)
         shutil.rmtree(self.job_dir(job), ignore_errors=True)
-        op_id = job.delete_operation_id
-        self.store.remove(job.id)
+        self.store.remove(job.id, finish_operation=job.delete_operation_id)
         self._studies.pop(job.id, None)
-        if op_id is not None:
-            self.operations.finish(op_id, response={"@type": "type.googleapis.com/google.protobuf.Empty"})

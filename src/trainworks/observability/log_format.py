@@ -2,15 +2,20 @@
 
 A JSON line holds time (RFC 3339, UTC), level, logger and message, then the record's extra fields (the
 access log's method, route, path, status, duration_ms and job) and, for errors, the exception. The
-standard logging module with a small formatter is enough; no library is needed for that. Known
-credentials (the server's API tokens) are replaced wherever they would appear, as a last guard: nothing
-logs request headers or query strings in the first place.
+standard logging module with a small formatter is enough; no library is needed for that.
+
+Credentials never reach the log, in either format and in uvicorn's own lines (its WebSocket lines carry the
+query string, where the console's shell puts its `key=`): a filter on every handler (`Redactor`) replaces
+the server's own tokens, anything shaped like a stored token (`tw_...`), and whatever follows `key=`,
+`token=`, `Bearer ` or an API-key header name, in messages, their arguments and exception texts.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import re
 import sys
 import threading
 from collections.abc import Iterable
@@ -26,6 +31,60 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 _SKIPPED = {"color_message"}  # uvicorn's ANSI-coloured copy of the message
 
 
+# What follows these is a credential whatever it is; stored tokens are recognisable by their prefix. A value
+# stops at a backslash too: in a JSON line a quote after it is escaped (`\"`), and the escape must stay.
+_VALUE = r"[^&\s\"'#,;\\]+"
+_QUOTE = r"(?:\\?[\"'])?"
+_CREDENTIAL_PATTERNS = (
+    re.compile(r"(?i)([?&;](?:key|api_?key|access_token|token|upload_id)=)" + _VALUE),
+    re.compile(r"(?i)(\bbearer\s+)" + _VALUE),
+    re.compile(
+        r"(?i)((?:x-goog-api-key|authorization)"
+        + _QUOTE
+        + r"\s*[:=,]\s*"
+        + _QUOTE
+        + r"(?:bearer\s+|basic\s+)?)"
+        + _VALUE
+    ),
+    re.compile(r"()\btw_[A-Za-z0-9_-]{16,}"),
+)
+
+
+class Redactor(logging.Filter):
+    """A handler filter that removes credentials from a record before any formatter sees it."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        # Longest first, so a token that contains another is replaced whole.
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def clean(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        for pattern in _CREDENTIAL_PATTERNS:
+            text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+        return text
+
+    def _value(self, value: Any) -> Any:
+        return self.clean(value) if isinstance(value, str) else value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = self.clean(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(self._value(a) for a in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {k: self._value(v) for k, v in record.args.items()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.clean(record.exc_text)
+        for key, value in list(vars(record).items()):
+            if key not in _STANDARD and isinstance(value, str):
+                setattr(record, key, self.clean(value))  # `extra=` fields (the access log's path)
+        return True
+
+
 def rfc3339(created: float) -> str:
     stamp = datetime.fromtimestamp(created, tz=UTC).isoformat(timespec="milliseconds")
     return stamp.replace("+00:00", "Z")
@@ -34,13 +93,7 @@ def rfc3339(created: float) -> str:
 class JsonFormatter(logging.Formatter):
     def __init__(self, redact: Iterable[str] = ()) -> None:
         super().__init__()
-        # Longest first, so a token that contains another is replaced whole.
-        self.secrets = sorted({s for s in redact if s}, key=len, reverse=True)
-
-    def _clean(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        self.redactor = Redactor(redact)  # again over the whole line: extra fields may be any type
 
     def format(self, record: logging.LogRecord) -> str:
         body: dict[str, Any] = {
@@ -56,7 +109,7 @@ class JsonFormatter(logging.Formatter):
             body["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             body["stack"] = self.formatStack(record.stack_info)
-        return self._clean(json.dumps(body, default=str, ensure_ascii=False))
+        return self.redactor.clean(json.dumps(body, default=str, ensure_ascii=False))
 
 
 def configure_logging(log_format: str, level: str, access_log: bool, redact: Iterable[str] = ()) -> None:
@@ -64,6 +117,7 @@ def configure_logging(log_format: str, level: str, access_log: bool, redact: Ite
     if log_format not in FORMATS:
         raise ValueError(f"the log format must be one of {', '.join(FORMATS)}, not {log_format!r}")
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(Redactor(redact))
     if log_format == "json":
         handler.setFormatter(JsonFormatter(redact))
     else:
@@ -76,6 +130,15 @@ def configure_logging(log_format: str, level: str, access_log: bool, redact: Ite
     logging.getLogger("trainworks.access").setLevel(logging.INFO if access_log else logging.WARNING)
     if log_format == "json":
         _route_everything_through_logging()
+
+
+def uvicorn_log_config(base: dict[str, Any], redact: Iterable[str] = ()) -> dict[str, Any]:
+    """uvicorn's text logging config (`base`) with the Redactor on each of its handlers."""
+    config = copy.deepcopy(base)
+    config.setdefault("filters", {})["redact"] = {"()": Redactor, "secrets": sorted(set(redact))}
+    for handler in config.get("handlers", {}).values():
+        handler["filters"] = [*handler.get("filters", []), "redact"]
+    return config
 
 
 def _route_everything_through_logging() -> None:

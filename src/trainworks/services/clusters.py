@@ -35,7 +35,7 @@ from trainworks.services.wire_errors import parse_body
 from trainworks.slurm.conf import render_slurm_conf
 from trainworks.slurm.layout import MAX_NODES_PER_CLUSTER, PORT_BLOCK, build_layout, node_count
 from trainworks.store.clusters import ClusterStore, DuplicateCluster, Key, key_of
-from trainworks.store.tables import ClusterRow
+from trainworks.store.tables import ClusterRow, OperationRow
 
 C = ClusterState
 API_VERSION = "v1beta1"  # the resource exists only in v1beta1
@@ -139,13 +139,12 @@ class ClusterService:
         now = now_utc()
         realized = initial_realized(spec, self.images(), now)
         check_renderable(spec, realized, cluster_id, self.clusters_dir / ("0" * 19))
-        op = self.operations.create(
+        op = _operation(
             number,
             location,
-            "",
             "create_cluster",
             "CreateModelDevelopmentClusterOperationMetadata",
-            API_VERSION,
+            "Creating the Slurm controller and nodes.",
         )
         row = ClusterRow(
             project_number=number,
@@ -167,17 +166,14 @@ class ClusterService:
         )
         for _ in range(3):  # a concurrent create may take the same port block: take the next one
             try:
-                self.store.insert(row)
+                self.store.insert(row, operation=op)  # together: a crash leaves both or neither
                 break
             except DuplicateCluster:
                 if self.store.get(key) is not None:
-                    self.operations.store.remove(op.id)
                     raise self._exists(key) from None
                 row.slurm_port = allocate_port(self.store.ports_in_use(), node_count(spec))
         else:
-            self.operations.store.remove(op.id)
             raise ApiError(Code.ABORTED, "Concurrent creates took every port block tried; try again.")
-        self.store.set_progress(op.id, "Creating the Slurm controller and nodes.")
         self.wake()
         return self._operation(op.id)
 
@@ -219,13 +215,13 @@ class ClusterService:
         if violations:
             raise invalid_argument(violations)
         check_renderable(spec, plan.realized, row.cluster_id, self.clusters_dir / str(row.uid))
-        op = self.operations.create(
+        summary = "; ".join(plan.changes) or "no changes"
+        op = _operation(
             row.project_number,
             row.location,
-            "",
             "update_cluster",
             "UpdateModelDevelopmentClusterOperationMetadata",
-            API_VERSION,
+            f"Updating: {summary}.",
         )
         pending = {
             "spec": spec,
@@ -234,16 +230,13 @@ class ClusterService:
             "changes": list(plan.changes),
         }
         if not self.store.transition(
-            key_of(row), [C.RUNNING], state=C.UPDATING, pending=pending, operation_id=op.id
+            key_of(row), [C.RUNNING], operation=op, state=C.UPDATING, pending=pending, operation_id=op.id
         ):
-            self.operations.store.remove(op.id)
             current = self.store.get(key_of(row))
             state = C(current.state).name if current else "deleted"
             raise failed_precondition(
                 f"The ModelDevelopmentCluster {row_name(row)} changed meanwhile ({state})."
             )
-        summary = "; ".join(plan.changes) or "no changes"
-        self.store.set_progress(op.id, f"Updating: {summary}.")
         self.wake()
         return self._operation(op.id)
 
@@ -254,28 +247,39 @@ class ClusterService:
             existing = self.operations.store.get(row.operation_id) if row.operation_id is not None else None
             if existing is not None:
                 return operation_wire(existing)
-        op = self.operations.create(
-            row.project_number, row.location, "", "delete_cluster", "DeleteOperationMetadata", API_VERSION
-        )
+        op = _operation(row.project_number, row.location, "delete_cluster", "DeleteOperationMetadata")
         if C(row.state) == C.STOPPING:  # its operation record was deleted: a new one completes it
-            self.store.set_fields(key_of(row), operation_id=op.id)
+            if not self.store.transition(key_of(row), [C.STOPPING], operation=op, operation_id=op.id):
+                return self.delete(project, location, cluster_id)
             return operation_wire(op)
         others = [s for s in C if s != C.STOPPING]
+        # A create or update still running will not complete: its operation ends with the change, together.
+        aborted = None
+        if row.operation_id is not None:
+            message = f"The ModelDevelopmentCluster {row_name(row)} is being deleted."
+            aborted = (row.operation_id, {"code": int(Code.ABORTED), "message": message})
         if not self.store.transition(
-            key_of(row), others, state=C.STOPPING, operation_id=op.id, detail="Deleting the cluster."
+            key_of(row),
+            others,
+            operation=op,
+            abort=aborted,
+            state=C.STOPPING,
+            operation_id=op.id,
+            detail="Deleting the cluster.",
         ):
-            self.operations.store.remove(op.id)
             return self.delete(project, location, cluster_id)
-        if row.operation_id is not None:  # a create or update still running: it will not complete
-            self.operations.store.finish(
-                row.operation_id,
-                error={
-                    "code": int(Code.ABORTED),
-                    "message": f"The ModelDevelopmentCluster {row_name(row)} is being deleted.",
-                },
-            )
         self.wake()
         return operation_wire(op)
+
+
+def _operation(
+    project_number: str, location: str, kind: str, metadata_type: str, progress: str | None = None
+) -> OperationRow:
+    """A cluster operation, not yet stored: the store records it with the change it tracks."""
+    op = OperationService.build(project_number, location, "", kind, metadata_type, API_VERSION)
+    if progress:
+        op.metadata_ = {**op.metadata_, "progressMessage": progress}
+    return op
 
 
 def check_renderable(spec: dict[str, Any], realized: dict[str, Any], cluster_id: str, base: Path) -> None:

@@ -30,6 +30,7 @@ from trainworks.services.logs import LogService
 from trainworks.services.model_artifacts import ArtifactRegistry
 from trainworks.services.models import ModelService
 from trainworks.services.operations import OperationService
+from trainworks.services.output_buckets import OutputBuckets
 from trainworks.services.persistent_resources import PersistentResourceService
 from trainworks.services.projects import Projects
 from trainworks.services.training_pipelines import TrainingPipelineService
@@ -119,7 +120,7 @@ def build_services(settings: Settings) -> Services:
     pr_store = PersistentResourceStore(db)
     pr_jobs = PersistentResourceJobs(settings, pr_store, job_store)
     warm = WarmPool(settings.home / "persistent", host_env)
-    backend = WarmStartBackend(LocalBackend(settings.container_runtime), warm, pr_jobs.warm_target)
+    backend = WarmStartBackend(LocalBackend(settings.container_runtime, settings), warm, pr_jobs.warm_target)
     # Reservations may name a project by ID; jobs carry project numbers.
     inventory = load_inventory(settings.inventory_path).with_project_numbers(projects.number)
     # Jobs go to Slurm per job (labels, --executor); the resolvers say which cluster.
@@ -141,8 +142,10 @@ def build_services(settings: Settings) -> Services:
     pr_controller = PersistentResourceController(
         settings, pr_store, job_store, op_store, warm, wake_jobs=controller.wake
     )
+    # Who owns each local bucket: requests naming another project's bucket are refused, outputs claimed.
+    buckets = OutputBuckets(settings.buckets if settings.gcs_protocol == "file" else None, projects)
     persistent_resources = PersistentResourceService(
-        pr_store, job_store, projects, operations, wake=pr_controller.wake
+        pr_store, job_store, projects, operations, wake=pr_controller.wake, output_buckets=buckets
     )
     custom_jobs = CustomJobService(
         job_store,
@@ -152,6 +155,7 @@ def build_services(settings: Settings) -> Services:
         inventory=inventory,
         persistent_resources=persistent_resources,
         web_access_base=settings.storage_url,  # webAccessUris point at this server's console
+        output_buckets=buckets,
     )
     costs = CostService(job_store, projects)
     costs.add_resource_source(persistent_resources)
@@ -166,10 +170,15 @@ def build_services(settings: Settings) -> Services:
         wake=tuning_controller.wake,
         inventory=inventory,
         custom_jobs=custom_jobs,
+        output_buckets=buckets,
     )
     # The model registry and managed datasets keep their own copies (of artifacts, of rows) under the home.
-    models = ModelService(ModelStore(db), projects, ArtifactRegistry(objects, settings.home / "registry"))
-    datasets = DatasetService(DatasetStore(db), projects, operations, objects, settings.home / "datasets")
+    models = ModelService(
+        ModelStore(db), projects, ArtifactRegistry(objects, settings.home / "registry"), buckets
+    )
+    datasets = DatasetService(
+        DatasetStore(db), projects, operations, objects, settings.home / "datasets", buckets
+    )
     # Training pipelines: each exports its dataset, runs a CustomJob or a tuning job of its own, then
     # registers the model.
     pipeline_store = TrainingPipelineStore(db)
@@ -191,6 +200,7 @@ def build_services(settings: Settings) -> Services:
         wake=pipeline_controller.wake,
         custom_jobs=custom_jobs,
         datasets=datasets,
+        output_buckets=buckets,
     )
 
     # Training clusters: each one a Slurm cluster of daemons on this host. Node images are re-read on every

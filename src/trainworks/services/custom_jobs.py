@@ -26,6 +26,7 @@ from trainworks.services.ids import new_numeric_id
 from trainworks.services.job_lifecycle import request_cancel, request_delete
 from trainworks.services.naming import custom_job_name, numeric_id
 from trainworks.services.operations import OperationService
+from trainworks.services.output_buckets import OutputBuckets
 from trainworks.services.projects import Projects
 from trainworks.services.web_access import wants_web_access, web_access_uris
 from trainworks.services.wire_errors import parse_body
@@ -66,7 +67,9 @@ class CustomJobService:
         inventory: Inventory | None = None,
         persistent_resources: Any = None,  # PersistentResourceService: jobs with persistentResourceId
         web_access_base: str | None = None,  # the server's own URL, for webAccessUris
+        output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places a job names
     ) -> None:
+        self.output_buckets = output_buckets
         self.web_access_base = web_access_base
         self.inventory = inventory or default_inventory()
         self.persistent_resources = persistent_resources
@@ -83,6 +86,8 @@ class CustomJobService:
         number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "custom_job", spec)
         request = job_request(0, number, location, spec, job.labels, now)
         # A job on a persistent resource runs on the resource's capacity, not the inventory's.
         impossible = None if job.job_spec.persistent_resource_id else never_fits(self.inventory, request)

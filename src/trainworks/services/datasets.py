@@ -39,6 +39,7 @@ from trainworks.services.errors import ApiError, FieldViolation, invalid_argumen
 from trainworks.services.ids import new_numeric_id
 from trainworks.services.naming import numeric_id, parent_name
 from trainworks.services.operations import OperationService, aiplatform_type_url, operation_wire
+from trainworks.services.output_buckets import OutputBuckets
 from trainworks.services.projects import Projects
 from trainworks.services.wire_errors import parse_body, snake
 from trainworks.storage.gcs import ObjectStore, StoragePathError, parse_gcs_uri
@@ -133,7 +134,9 @@ class DatasetService:
         operations: OperationService,
         objects: ObjectStore,
         data_root: Path,
+        output_buckets: OutputBuckets | None = None,  # sources are never read from another project's bucket
     ) -> None:
+        self.output_buckets = output_buckets
         self.store = store
         self.projects = projects
         self.operations = operations
@@ -190,6 +193,8 @@ class DatasetService:
         violations = _check_dataset(dataset)
         if violations:
             raise invalid_argument(violations)
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "dataset", body)
         number = self.projects.number(project, location)
         kind = schema_kind(dataset.metadata_schema_uri)
         assert kind is not None
@@ -246,6 +251,8 @@ class DatasetService:
     ) -> dict[str, Any]:
         request = parse_body(ImportDataBody, body)
         row = self.find(project, location, dataset_id)
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "", body)
         if row.data_format == "csv":
             raise invalid_argument(
                 [

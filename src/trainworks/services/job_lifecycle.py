@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainworks.resources.enums import JobState
-from trainworks.services.errors import failed_precondition
+from trainworks.services.errors import failed_precondition, not_found
 from trainworks.services.operations import OperationService, operation_wire
 from trainworks.store.job_rows import JobRows
 
@@ -51,17 +51,22 @@ def request_delete(
             f"The {what} {job_id} is {S(row.state).name}; cancel it and wait for it to finish before "
             "deleting it."
         )
-    if row.delete_operation_id is not None:
-        existing = operations.store.get(row.delete_operation_id)
-        if existing is not None:
-            return operation_wire(existing)
-    op = operations.create(
-        row.project_number,
-        row.location,
-        f"{collection}/{row.id}",
-        f"delete_{collection}",
-        "DeleteOperationMetadata",
-        api_version,
-    )
-    rows.set_fields(row.id, delete_operation_id=op.id)
-    return operation_wire(op)
+    while True:
+        if row.delete_operation_id is not None:
+            existing = operations.store.get(row.delete_operation_id)
+            if existing is not None:
+                return operation_wire(existing)
+        op = operations.build(
+            row.project_number,
+            row.location,
+            f"{collection}/{row.id}",
+            f"delete_{collection}",
+            "DeleteOperationMetadata",
+            api_version,
+        )
+        if rows.record_delete(row.id, row.delete_operation_id, op):
+            return operation_wire(op)
+        # A concurrent delete recorded its operation first: answer with that one.
+        row = rows.get(row.id)
+        if row is None:
+            raise not_found(f"{what} {job_id}")

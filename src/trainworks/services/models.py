@@ -47,6 +47,7 @@ from trainworks.services.ids import new_numeric_id
 from trainworks.services.model_artifacts import ArtifactRegistry
 from trainworks.services.naming import parent_name
 from trainworks.services.operations import aiplatform_type_url, operation_wire
+from trainworks.services.output_buckets import OutputBuckets
 from trainworks.services.projects import Projects
 from trainworks.services.wire_errors import parse_body, snake
 from trainworks.store.models import (
@@ -253,7 +254,14 @@ def _read_offset_token(token: str, fingerprint: str) -> int:
 
 
 class ModelService:
-    def __init__(self, store: ModelStore, projects: Projects, artifacts: ArtifactRegistry) -> None:
+    def __init__(
+        self,
+        store: ModelStore,
+        projects: Projects,
+        artifacts: ArtifactRegistry,
+        output_buckets: OutputBuckets | None = None,  # a model is never read from another project's bucket
+    ) -> None:
+        self.output_buckets = output_buckets
         self.store = store
         self.projects = projects
         self.artifacts = artifacts
@@ -386,6 +394,8 @@ class ModelService:
             )
         if violations:
             raise invalid_argument(violations)
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "model", {"artifactUri": model.artifact_uri})
         number = self.projects.number(project, location)
         if parent_model:
             key = self._parent_key(number, location, parent_model)

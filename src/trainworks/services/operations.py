@@ -70,8 +70,22 @@ class OperationService:
         metadata_type: str,
         api_version: str = "v1",
     ) -> OperationRow:
+        return self.store.insert(
+            self.build(project_number, location, resource, kind, metadata_type, api_version)
+        )
+
+    @staticmethod
+    def build(
+        project_number: str,
+        location: str,
+        resource: str,
+        kind: str,
+        metadata_type: str,
+        api_version: str = "v1",
+    ) -> OperationRow:
+        """A new, not yet stored operation: for a store that records it together with the change it tracks."""
         now = now_utc()
-        row = OperationRow(
+        return OperationRow(
             id=new_numeric_id(),
             project_number=project_number,
             location=location,
@@ -85,7 +99,6 @@ class OperationService:
             create_time=now,
             update_time=now,
         )
-        return self.store.insert(row)
 
     def _find(self, project: str, location: str, resource: str, op_id: str) -> OperationRow:
         number = self.projects.number(project, location)

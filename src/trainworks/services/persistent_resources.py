@@ -37,6 +37,7 @@ from trainworks.services.ids import new_numeric_id
 from trainworks.services.listing import id_page_token, read_id_page_token
 from trainworks.services.naming import parent_name
 from trainworks.services.operations import OperationService, operation_wire
+from trainworks.services.output_buckets import OutputBuckets
 from trainworks.services.persistent_resource_validation import (
     check_pool_counts,
     check_preload,
@@ -238,7 +239,9 @@ class PersistentResourceService:
         projects: Projects,
         operations: OperationService,
         wake: Callable[[], None] = lambda: None,
+        output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places it names
     ) -> None:
+        self.output_buckets = output_buckets
         self.store = store
         self.jobs = jobs
         self.projects = projects
@@ -294,6 +297,8 @@ class PersistentResourceService:
             raise self._exists(key)
         spec = input_dict(resource)
         spec["resourcePools"] = fill_pools(spec.get("resourcePools", []))
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "persistent_resource", spec)
         op = self.operations.create(
             number,
             location,

@@ -20,6 +20,7 @@ from trainworks.services.ids import new_numeric_id
 from trainworks.services.job_lifecycle import request_delete
 from trainworks.services.naming import custom_job_name, numeric_id, parent_name
 from trainworks.services.operations import OperationService
+from trainworks.services.output_buckets import OutputBuckets
 from trainworks.services.projects import Projects
 from trainworks.services.training_pipeline_validation import validate_training_pipeline
 from trainworks.services.wire_errors import parse_body
@@ -102,7 +103,9 @@ class TrainingPipelineService:
         wake: Callable[[], None] = lambda: None,
         custom_jobs: CustomJobService | None = None,  # the persistent-resource check of the task's job spec
         datasets: DatasetService | None = None,  # checks inputDataConfig
+        output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places it names
     ) -> None:
+        self.output_buckets = output_buckets
         self.store = store
         self.projects = projects
         self.operations = operations
@@ -134,6 +137,8 @@ class TrainingPipelineService:
                     ]
                 )
             self.datasets.check_input_data_config(project, location, config)
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "training_pipeline", spec)
         now = now_utc()
         row = TrainingPipelineRow(
             id=new_numeric_id(),

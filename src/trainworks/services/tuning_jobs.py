@@ -22,6 +22,7 @@ from trainworks.services.ids import new_numeric_id
 from trainworks.services.job_lifecycle import request_cancel, request_delete
 from trainworks.services.naming import custom_job_name, numeric_id, parent_name
 from trainworks.services.operations import OperationService
+from trainworks.services.output_buckets import OutputBuckets
 from trainworks.services.projects import Projects
 from trainworks.services.tuning_validation import validate_tuning_job
 from trainworks.services.wire_errors import parse_body
@@ -88,7 +89,9 @@ class TuningJobService:
         wake: Callable[[], None] = lambda: None,
         inventory: Inventory | None = None,
         custom_jobs: Any = None,  # CustomJobService: the persistent-resource check of trial job specs
+        output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places a job names
     ) -> None:
+        self.output_buckets = output_buckets
         self.custom_jobs = custom_jobs
         self.store = store
         self.projects = projects
@@ -105,6 +108,8 @@ class TuningJobService:
         number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "hyperparameter_tuning_job", spec)
         trial = {"jobSpec": spec["trialJobSpec"]}
         # Trials on a persistent resource run on its capacity, not the inventory's.
         on_resource = bool(spec["trialJobSpec"].get("persistentResourceId"))

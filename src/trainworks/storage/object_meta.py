@@ -1,7 +1,9 @@
 """The SQLite store of what an object's file cannot carry, and the conversions between its rows and values.
 
 One row per object (content type, custom metadata, generations, checksums) and per bucket, in
-`<home>/objects-meta/objects.db`, outside the buckets so it never collides with an object name. An object
+`<home>/objects-meta/objects.db`, outside the buckets so it never collides with an object name (and no job
+sees it through /gcs). The project that owns a bucket is a row of its own (`bucket_owners`, read and written
+by bucket_projects.py): a folder made by hand has an owner without ever getting a bucket row. An object
 row also records the state of the file it describes (inode, size, mtime: `file_signature`), so the service
 can tell a row that still describes its file from one that a change behind the API's back left stale.
 """
@@ -47,7 +49,19 @@ CREATE TABLE IF NOT EXISTS buckets (
     project_number TEXT,
     labels TEXT NOT NULL DEFAULT '{}'
 );
+CREATE TABLE IF NOT EXISTS bucket_owners (
+    name TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    project_number TEXT,
+    claimed_ns INTEGER NOT NULL
+);
 """
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Make the tables of a metadata store (idempotent; files from older versions gain the new tables)."""
+    conn.executescript(_SCHEMA)
+
 
 _OBJECT_COLUMNS = (
     "bucket",
@@ -78,7 +92,7 @@ class MetaStore:
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
+            create_schema(self._conn)
 
     def close(self) -> None:
         with self._lock:

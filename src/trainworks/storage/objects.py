@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from trainworks.services.errors import ApiError
+from trainworks.storage.bucket_projects import register_meta_path
 from trainworks.storage.gcs import ObjectStore, StoragePathError
 from trainworks.storage.object_listing import decode_page_token, encode_page_token, has_object, walk_names
 from trainworks.storage.object_meta import (
@@ -124,6 +125,7 @@ class ObjectService:
         self.root.mkdir(parents=True, exist_ok=True)
         self.uploads = Uploads(Path(home) / "uploads", self)
         self.store = MetaStore(Path(home) / "objects-meta" / "objects.db")
+        register_meta_path(self.root, Path(home) / "objects-meta" / "objects.db")  # bucket owners live there
         self.paths = ObjectStore(self.root)
         self.default_location = default_location.upper()
         self.project_number = project_number

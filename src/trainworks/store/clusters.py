@@ -9,9 +9,10 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from trainworks.resources.wire import now_utc
+from trainworks.store.crash_points import crash_point
 from trainworks.store.database import Database
 from trainworks.store.operations import OperationStore, finish_in
-from trainworks.store.tables import ClusterRow
+from trainworks.store.tables import ClusterRow, OperationRow
 
 Key = tuple[str, str, str]  # project number, location, cluster ID
 MAX_EVENTS = 100  # clusterEvents keeps the last 100
@@ -39,10 +40,14 @@ class ClusterStore:
         self.db = db
         self.operations = OperationStore(db)
 
-    def insert(self, row: ClusterRow) -> ClusterRow:
+    def insert(self, row: ClusterRow, operation: OperationRow | None = None) -> ClusterRow:
+        """Store a new cluster, and its create operation in the same transaction."""
         try:
             with self.db.session() as session:
                 session.add(row)
+                if operation is not None:
+                    session.add(operation)
+                    crash_point("cluster-operation")
         except IntegrityError:
             raise DuplicateCluster(row.cluster_id) from None
         return row
@@ -73,8 +78,20 @@ class ClusterStore:
         with self.db.session() as session:
             return int(session.scalar(select(func.count()).select_from(ClusterRow)) or 0)
 
-    def transition(self, key: Key, from_states: Iterable[int], **values: Any) -> bool:
-        """Set values only if the cluster is still in one of `from_states`; True when it was."""
+    def transition(
+        self,
+        key: Key,
+        from_states: Iterable[int],
+        *,
+        operation: OperationRow | None = None,
+        abort: tuple[int, dict[str, Any]] | None = None,
+        **values: Any,
+    ) -> bool:
+        """Set values only if the cluster is still in one of `from_states`; True when it was.
+
+        In the same transaction, and only when the change is made: `operation`, the new operation tracking
+        it, is stored, and `abort` (operation id, error) ends an operation the change leaves unfinished, so a
+        crash never leaves an operation that nothing will complete."""
         values.setdefault("update_time", now_utc())
         if "state" in values:
             values["state"] = int(values["state"])
@@ -84,7 +101,15 @@ class ClusterStore:
                 .where(*_where(key), ClusterRow.state.in_([int(s) for s in from_states]))
                 .values(**values)
             )
-            return bool(result.rowcount)
+            if not result.rowcount:
+                return False
+            if operation is not None:
+                session.add(operation)
+                crash_point("cluster-operation")
+            if abort is not None:
+                finish_in(session, abort[0], None, abort[1], now_utc())
+                crash_point("cluster-operation-ended")
+            return True
 
     def set_fields(self, key: Key, **values: Any) -> None:
         with self.db.session() as session:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy.exc
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+CONNECT_TIMEOUT_SECONDS = 5
 
 
 def normalise_url(url: str) -> str:
@@ -35,6 +38,29 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def database_unavailable(exc: BaseException) -> str | None:
+    """ "busy" or "unavailable" when `exc` (or an exception it was raised from) is a passing condition of the
+    database that a retry can get past: SQLite's write lock held past busy_timeout, no free pooled connection,
+    or a database server that cannot be reached (stopped, restarting, connection dropped). None otherwise:
+    then it is a fault."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sqlalchemy.exc.TimeoutError):  # every pooled connection stayed checked out
+            return "busy"
+        if isinstance(current, sqlalchemy.exc.DBAPIError):
+            if isinstance(current.orig, sqlite3.Error):  # a file: only its lock is a passing condition
+                if "database is locked" in str(current.orig):
+                    return "busy"
+            elif current.connection_invalidated or isinstance(
+                current, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
+            ):
+                return "unavailable"
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def make_engine(url: str) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
@@ -46,7 +72,16 @@ def make_engine(url: str) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # While the database server is down every request must fail fast (a 503, api/errors.py), never hang:
+    # connecting gives up after a few seconds, and so does waiting for a pooled connection.
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=20,
+        pool_timeout=CONNECT_TIMEOUT_SECONDS,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
+    )
 
 
 def alembic_config(url: str) -> Config:
@@ -86,6 +121,15 @@ class Database:
         """A transaction: committed on success, rolled back on error."""
         with self._serial, self._sessions() as session, session.begin():
             yield session
+
+    def ping(self) -> str | None:
+        """None when the database answers; else why not (for /healthz). Outside the SQLite write queue."""
+        try:
+            with self.engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            return f"{database_unavailable(exc) or 'failing'}: {exc.__class__.__name__}"
+        return None
 
     def dispose(self) -> None:
         self.engine.dispose()

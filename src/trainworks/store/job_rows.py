@@ -7,10 +7,14 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy.orm import Session
 
 from trainworks.resources.enums import JobState
 from trainworks.resources.wire import now_utc
+from trainworks.store.crash_points import crash_point
 from trainworks.store.database import Database
+from trainworks.store.operations import EMPTY_RESPONSE, finish_in
+from trainworks.store.tables import OperationRow
 
 ACTIVE_STATES = (
     JobState.JOB_STATE_QUEUED,
@@ -100,6 +104,32 @@ class JobRows(Generic[R]):
                 .values(**values)
             )
             return bool(result.rowcount)
+
+    def record_delete(self, job_id: int, previous: int | None, operation: OperationRow) -> bool:
+        """Store a delete request's operation and link it to the job in one transaction, if the job's delete
+        operation is still `previous` (compare-and-set); True when it was. A crash, or a concurrent delete,
+        so never leaves an operation that nothing will complete."""
+        table = self.row
+        link = table.delete_operation_id
+        with self.db.session() as session:
+            result = session.execute(
+                update(table)
+                .where(table.id == job_id, link.is_(None) if previous is None else link == previous)
+                .values(delete_operation_id=operation.id)
+            )
+            if not result.rowcount:
+                return False
+            session.add(operation)
+            crash_point("delete-recording")
+        return True
+
+    @staticmethod
+    def finish_delete_in(session: Session, operation_id: int | None) -> None:
+        """Complete a delete operation inside the transaction that removes its job: a crash cannot leave the
+        job gone and its operation never done."""
+        if operation_id is not None:
+            crash_point("delete-finishing")
+            finish_in(session, operation_id, dict(EMPTY_RESPONSE), None, now_utc())
 
     def set_fields(self, job_id: int, **values: Any) -> None:
         with self.db.session() as session:

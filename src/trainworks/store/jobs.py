@@ -18,10 +18,13 @@ class JobStore(JobRows[CustomJobRow]):
 
     row = CustomJobRow
 
-    def remove(self, job_id: int) -> None:
+    def remove(self, job_id: int, finish_operation: int | None = None) -> None:
+        """Remove the job and its replicas; complete its delete operation in the same transaction, so a crash
+        cannot leave the job gone and its operation never done."""
         with self.db.session() as session:
             session.execute(delete(ReplicaRow).where(ReplicaRow.job_id == job_id))
             session.execute(delete(CustomJobRow).where(CustomJobRow.id == job_id))
+            self.finish_delete_in(session, finish_operation)
 
     # -------------------------------------------------------------- replicas
     def replicas(self, job_id: int, attempt: int | None = None) -> list[ReplicaRow]:

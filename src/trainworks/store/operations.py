@@ -12,6 +12,8 @@ from trainworks.resources.wire import now_utc
 from trainworks.store.database import Database
 from trainworks.store.tables import OperationRow
 
+EMPTY_RESPONSE = {"@type": "type.googleapis.com/google.protobuf.Empty"}  # what a finished deletion answers
+
 
 class OperationStore:
     def __init__(self, db: Database) -> None:

@@ -341,3 +341,18 @@ class TrainingPipelineRow(Base):
         Index("ix_training_pipelines_parent_created", "project_number", "location", "create_time", "id"),
         Index("ix_training_pipelines_state", "state"),
     )
+
+
+class ApiTokenRow(Base):
+    """An API token: only its SHA-256 hash is kept, with the projects it may use."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    projects: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    admin: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    description: Mapped[str] = mapped_column(Text, nullable=False)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    revoked: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    revoke_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

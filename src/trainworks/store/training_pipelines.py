@@ -13,9 +13,11 @@ class TrainingPipelineStore(JobRows[TrainingPipelineRow]):
 
     row = TrainingPipelineRow
 
-    def remove(self, pipeline_id: int) -> None:
+    def remove(self, pipeline_id: int, finish_operation: int | None = None) -> None:
+        """Remove the pipeline; complete its delete operation in the same transaction."""
         with self.db.session() as session:
             session.execute(delete(TrainingPipelineRow).where(TrainingPipelineRow.id == pipeline_id))
+            self.finish_delete_in(session, finish_operation)
 
     def tuning_jobs_by_label(self, key: str, value: str) -> list[TuningJobRow]:
         """Tuning jobs labelled key=value (the one backing a pipeline, found again after a crash)."""

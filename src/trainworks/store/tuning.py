@@ -16,10 +16,13 @@ class TuningStore(JobRows[TuningJobRow]):
 
     row = TuningJobRow
 
-    def remove(self, job_id: int) -> None:
+    def remove(self, job_id: int, finish_operation: int | None = None) -> None:
+        """Remove the job and its trials; complete its delete operation in the same transaction, so a crash
+        cannot leave the job gone and its operation never done."""
         with self.db.session() as session:
             session.execute(delete(TuningTrialRow).where(TuningTrialRow.tuning_job_id == job_id))
             session.execute(delete(TuningJobRow).where(TuningJobRow.id == job_id))
+            self.finish_delete_in(session, finish_operation)
 
     # -------------------------------------------------------------- trials
     def trials(self, job_id: int) -> list[TuningTrialRow]:

@@ -153,9 +153,9 @@ def router() -> APIRouter:
     @api.websocket(PARENT + "/{job_id}:shell")
     async def shell(websocket: WebSocket, project: str, location: str, job_id: str) -> None:
         services = websocket.app.state.services
-        message = refusal(websocket, services.settings.api_tokens)
-        if message is not None:
-            await _deny(websocket, ApiError(Code.PERMISSION_DENIED, message))
+        refused = await run_in_threadpool(refusal, websocket)  # the API's own check: token and project
+        if refused is not None:
+            await _deny(websocket, refused)
             return
         try:
             options = _options(websocket)

@@ -12,7 +12,9 @@ host:port) for each bucket's layout, which stalls a minute per call against any 
 `gcsfs.core.GCSFileSystem`, or set GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false before gcsfs is imported (replicas
 get that with STORAGE_EMULATOR_HOST).
 
-Auth: when the server requires API tokens (--api-token), these paths need one too, like every path.
+Auth: when the server requires API tokens, these paths need one too, like every path: a token may use the
+buckets its projects own (storage/bucket_projects.py; bucket insert with `project=P` records P as the owner),
+and only an admin token those no project owns (api/auth.py).
 google-cloud-storage sends no credentials to an emulator, so give it the token as an API key:
 `storage.Client(credentials=google.auth.api_key.Credentials(TOKEN))` (an `x-goog-api-key` header), or
 append `?key=TOKEN`; gcsfs and other clients may send it as a bearer token.
@@ -34,14 +36,20 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
+from trainworks.api.auth import authority
+from trainworks.services.errors import ApiError
+from trainworks.storage.bucket_projects import bucket_owner, bucket_owners, claim_owner, release_bucket
+from trainworks.storage.object_listing import decode_page_token, encode_page_token
 from trainworks.storage.object_model import (
     MAX_PAGE,
+    BucketInfo,
     Expected,
     NewObject,
     Preconditions,
     StorageError,
     bad_request,
     bucket_resource,
+    conflict,
     object_resource,
     parse_object_body,
 )
@@ -407,6 +415,58 @@ def _incomplete(session: UploadSession, size: int) -> Response:
     return Response(status_code=308, headers=headers)
 
 
+# ---------------------------------------------------------------- bucket ownership
+def _project_names(request: Request, project: str | None) -> set[str] | None:
+    """The ID and number of the project a bucket request names; None for none (absent, `<none>`, or not a
+    project name at all, which this server has always let through)."""
+    if not project or project == "<none>":
+        return None
+    service = _service(request)
+    if service.project_number is None:
+        return None
+    try:
+        number = service.project_number(project)  # registers a new project ID, as any API path does
+    except (ApiError, ValueError):
+        return None
+    return authority(request).project_names(project) | {number}
+
+
+def _owner_of(names: set[str]) -> tuple[str, str | None]:
+    """A project's ID (its number when no ID is known) and number, as an owner is recorded."""
+    ids = sorted(n for n in names if not n.isdigit())
+    numbers = sorted(n for n in names if n.isdigit())
+    return (ids[0] if ids else numbers[0]), (numbers[0] if numbers else None)
+
+
+def _owned_buckets(
+    service: ObjectService, names: set[str], request: Request
+) -> tuple[list[BucketInfo], str | None]:
+    """One page of the buckets a project owns, in name order, as list_buckets pages all of them."""
+    prefix = request.query_params.get("prefix", "")
+    page_token = request.query_params.get("pageToken")
+    after = decode_page_token(page_token)["a"] if page_token else ""
+    limit = _max_results(request)
+    owned = sorted(
+        name
+        for name, owner in bucket_owners(service.root).items()
+        if names & {owner.project, owner.project_number}
+        and name.startswith(prefix)
+        and name > after
+        and (service.root / name).is_dir()
+    )
+    page = owned[:limit]
+    token = encode_page_token(page[-1], False) if len(owned) > limit else None
+    return [service.get_bucket(name) for name in page], token
+
+
+def _session_in(service: ObjectService, upload_id: str, bucket: str) -> UploadSession:
+    """The upload session, only under the bucket it writes to: the path's bucket is what auth checked."""
+    session = service.session(upload_id)
+    if session.state.get("bucket") != bucket:
+        raise StorageError(404, "notFound", f"No such upload session in bucket {bucket[:100]}.")
+    return session
+
+
 # ---------------------------------------------------------------- the routes
 def router() -> APIRouter:
     api = APIRouter(tags=["storage"], route_class=_GcsRoute)
@@ -414,13 +474,18 @@ def router() -> APIRouter:
     # ------------------------------------------------------------ buckets
     @api.get("/storage/v1/b")
     def list_buckets(request: Request) -> Response:
-        """All buckets under the bucket root: local buckets are not scoped by project."""
+        """The buckets of the `project` parameter; without one (or `<none>`, as google-cloud-storage sends to
+        an emulator), every bucket under the bucket root, owned or not (auth lets only admins ask that)."""
         service = _service(request)
-        buckets, token = service.list_buckets(
-            request.query_params.get("prefix", ""),
-            request.query_params.get("pageToken"),
-            _max_results(request),
-        )
+        names = _project_names(request, request.query_params.get("project"))
+        if names is None:
+            buckets, token = service.list_buckets(
+                request.query_params.get("prefix", ""),
+                request.query_params.get("pageToken"),
+                _max_results(request),
+            )
+        else:
+            buckets, token = _owned_buckets(service, names, request)
         body: dict[str, Any] = {"kind": "storage#buckets"}
         if buckets:
             body["items"] = [bucket_resource(b, _base(request)) for b in buckets]
@@ -432,7 +497,17 @@ def router() -> APIRouter:
     async def insert_bucket(request: Request) -> Response:
         service = _service(request)
         body = await _json_body(request, required=True)
-        info = await run_in_threadpool(service.insert_bucket, body, request.query_params.get("project"))
+        project = request.query_params.get("project")
+        names = await run_in_threadpool(_project_names, request, project)
+        name = body.get("name") if isinstance(body, dict) else None
+        if isinstance(name, str) and names is not None:
+            owner = bucket_owner(service.root, name)
+            if owner is not None and not names & {owner.project, owner.project_number}:
+                # Claimed by a job of another project that has not made its folder yet.
+                raise conflict("The requested bucket name is not available: another project owns it.")
+        info = await run_in_threadpool(service.insert_bucket, body, project)
+        if names is not None:
+            await run_in_threadpool(claim_owner, service.root, info.name, *_owner_of(names))
         return _json(request, bucket_resource(info, _base(request)))
 
     @api.get("/storage/v1/b/{bucket}")
@@ -441,7 +516,9 @@ def router() -> APIRouter:
 
     @api.delete("/storage/v1/b/{bucket}")
     def delete_bucket(bucket: str, request: Request) -> Response:
-        _service(request).delete_bucket(bucket)
+        service = _service(request)
+        service.delete_bucket(bucket)
+        release_bucket(service.root, bucket)  # the name is free again, for any project
         return Response(status_code=204)
 
     # ------------------------------------------------------------ objects
@@ -555,6 +632,7 @@ def router() -> APIRouter:
         service = _service(request)
         params = request.query_params
         if params.get("upload_id"):
+            await run_in_threadpool(_session_in, service, params["upload_id"], bucket)
             return await _chunk(request, service, params["upload_id"])
         upload_type = params.get("uploadType") or ("media" if params.get("name") else "")
         cond = Preconditions.from_params(params)
@@ -612,6 +690,7 @@ def router() -> APIRouter:
         upload_id = request.query_params.get("upload_id")
         if not upload_id:
             raise bad_request("Required parameter: upload_id (from the Location of the session).", "required")
+        await run_in_threadpool(_session_in, _service(request), upload_id, bucket)
         return await _chunk(request, _service(request), upload_id)
 
     @api.delete("/upload/storage/v1/b/{bucket}/o")
@@ -620,7 +699,7 @@ def router() -> APIRouter:
         upload_id = request.query_params.get("upload_id")
         if not upload_id:
             raise bad_request("Required parameter: upload_id (from the Location of the session).", "required")
-        session = await run_in_threadpool(_service(request).session, upload_id)
+        session = await run_in_threadpool(_session_in, _service(request), upload_id, bucket)
         with session:
             await run_in_threadpool(session.cancel)
         return Response(status_code=499)

@@ -1,0 +1,29 @@
+"""Crash points for the crash-safety tests: with TRAINWORKS_CRASH_AT=<point> the server SIGKILLs itself the
+moment it reaches that point, as a power cut there would. Read once at start-up; unset, it does nothing.
+
+Points (tests/test_chaos.py pins each one):
+* replica-exit-recorded: a replica's end is recorded, the job's decision is not (controllers/custom_jobs.py)
+* job-running: a job has just been recorded as RUNNING (controllers/custom_jobs.py)
+* preemption-decided: a SPOT job's preemption is recorded, its notice is not sent (controllers/custom_jobs.py;
+  pinned by tests/test_preemption_storm.py)
+* delete-recording: inside the transaction recording a delete request and its operation (store/job_rows.py)
+* delete-finishing: inside the transaction that removes a deleted job and completes its operation
+* trial-stopping: a trial is marked stopped early, its job not yet cancelled (controllers/tuning_jobs.py)
+* trial-told: a trial's end is told to its study, not yet recorded on the trial (controllers/tuning_jobs.py)
+* cluster-operation: inside the transaction recording a cluster change and its operation (store/clusters.py)
+* cluster-operation-ended: inside the transaction of a cluster change that ends an operation unfinished
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "TRAINWORKS_CRASH_AT"
+_AT = os.environ.get(ENV, "").strip()
+
+
+def crash_point(name: str) -> None:
+    """Die here, without any clean-up, when TRAINWORKS_CRASH_AT names this point."""
+    if _AT and name == _AT:
+        os.kill(os.getpid(), signal.SIGKILL)
