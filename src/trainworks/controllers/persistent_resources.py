@@ -44,6 +44,7 @@ from trainworks.services.persistent_resources import (
     row_name,
     used_replicas,
 )
+from trainworks.store.crash_points import crash_point
 from trainworks.store.jobs import JobStore
 from trainworks.store.operations import OperationStore
 from trainworks.store.persistent_resources import Key, PersistentResourceStore, key_of
@@ -212,6 +213,9 @@ class PersistentResourceController(ReconcileLoop):
         if state == R.STOPPING:
             return self._stop_resource(row, jobs)
         if state == R.ERROR:
+            if row.operation_id is not None:  # failed before a restart, not yet reported
+                failure = row.error or status_dict(Code.FAILED_PRECONDITION, "The resource is in ERROR.")
+                self.store.finish_operation(key_of(row), row.operation_id, error=failure)
             self.warm.drop(key_of(row))
         return False
 
@@ -232,18 +236,18 @@ class PersistentResourceController(ReconcileLoop):
         ready, error = self.warm.ensure(target)
         if error:
             message = f"The persistent resource could not start its warm interpreters: {error}"
+            failure = status_dict(Code.FAILED_PRECONDITION, message)
+            # The resource fails and so does its operation, together: a crash leaves no operation undone.
             if self.store.transition(
                 key_of(row),
                 [from_state],
+                abort=(row.operation_id, failure) if row.operation_id is not None else None,
                 state=R.ERROR,
-                error=status_dict(Code.FAILED_PRECONDITION, message),
+                error=failure,
                 pending_spec=None,
+                operation_id=None,
             ):
                 self.warm.drop(key_of(row))
-                if row.operation_id is not None:
-                    self.store.finish_operation(
-                        key_of(row), row.operation_id, error=status_dict(Code.FAILED_PRECONDITION, message)
-                    )
                 self.wake_jobs()
             return False
         if not ready:
@@ -254,17 +258,18 @@ class PersistentResourceController(ReconcileLoop):
                 )
             return True
         now = now_utc()
-        if from_state == R.PROVISIONING:
-            self.store.open_spans(row, row.spec.get("resourcePools", []), now)
         moved = self.store.transition(
             key_of(row),
             [from_state],
+            reopen_spans=from_state == R.PROVISIONING,  # billed from the moment it runs
             state=R.RUNNING,
             start_time=row.start_time or now,
             error=None,
             pending_spec=None,
         )
         if moved:
+            # A crash here leaves it RUNNING with its operation: reconcile completes it after the restart.
+            crash_point("persistent-resource-running")
             self._complete(row, jobs)
             self.wake_jobs()
         return True
@@ -274,15 +279,20 @@ class PersistentResourceController(ReconcileLoop):
         labels = dict(spec.get("labels", {}))
         if preload_modules(labels) != preload_modules(row.labels):
             ready, error = self.warm.ensure(warm_target(row, labels))
-            if (
-                error
-            ):  # the new preload list cannot be imported: the update fails, the resource stays as it was
-                self.store.transition(key_of(row), [R.UPDATING], state=R.RUNNING, pending_spec=None)
-                if row.operation_id is not None:
-                    message = f"The update could not start warm interpreters: {error}"
-                    self.store.finish_operation(
-                        key_of(row), row.operation_id, error=status_dict(Code.FAILED_PRECONDITION, message)
-                    )
+            if error:
+                # The new preload list cannot be imported: the update fails, the resource stays as it was.
+                # Failed together with its operation: RUNNING with an operation would read as a done update.
+                failure = status_dict(
+                    Code.FAILED_PRECONDITION, f"The update could not start warm interpreters: {error}"
+                )
+                self.store.transition(
+                    key_of(row),
+                    [R.UPDATING],
+                    abort=(row.operation_id, failure) if row.operation_id is not None else None,
+                    state=R.RUNNING,
+                    pending_spec=None,
+                    operation_id=None,
+                )
                 return True
             if not ready:
                 return True
@@ -296,12 +306,10 @@ class PersistentResourceController(ReconcileLoop):
             pending_spec=None,
             display_name=spec.get("displayName", ""),
             labels=labels,
+            reopen_spans=counts != before,  # the new machine count is billed from the same moment
         )
         if moved:
-            if counts != before:
-                fresh = self.store.get(key_of(row))
-                if fresh is not None:
-                    self.store.open_spans(fresh, spec.get("resourcePools", []), now_utc())
+            crash_point("persistent-resource-running")
             self._complete(row, jobs)
             self.wake_jobs()
         return True

@@ -44,7 +44,7 @@ from trainworks.services.projects import Projects
 from trainworks.services.wire_errors import parse_body, snake
 from trainworks.storage.gcs import ObjectStore, StoragePathError, parse_gcs_uri
 from trainworks.store.datasets import DatasetStore
-from trainworks.store.tables import DatasetRow
+from trainworks.store.tables import DatasetRow, OperationRow
 
 MAX_DESCRIPTION = 4096  # characters; Vertex AI documents no limit, this keeps rows bounded
 CONFIG_PATH = "training_pipeline.input_data_config"
@@ -81,6 +81,19 @@ def dataset_wire(row: DatasetRow) -> dict[str, Any]:
 
 def _typed(name: str, api_version: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"@type": aiplatform_type_url(name, api_version), **(body or {})}
+
+
+def _done_operation(
+    row: DatasetRow, kind: str, metadata_type: str, api_version: str, response: dict[str, Any]
+) -> OperationRow:
+    """A finished operation, not yet stored: the store records it with the change it reports (the work is
+    done within the request, so an operation stored apart from it could be left undone by a crash)."""
+    op = OperationService.build(
+        row.project_number, row.location, f"datasets/{row.id}", kind, metadata_type, api_version
+    )
+    op.done = True
+    op.response = response
+    return op
 
 
 def export_stamp(now: datetime) -> str:
@@ -212,14 +225,6 @@ class DatasetService:
         dataset_id = new_numeric_id()
         directory = self.data_root / str(dataset_id)
         data_path = files.store_data(directory, data_format, columns, rows) if columns or rows else None
-        op = self.operations.create(
-            number,
-            location,
-            f"datasets/{dataset_id}",
-            "create_dataset",
-            "CreateDatasetOperationMetadata",
-            api_version,
-        )
         now = now_utc()
         row = DatasetRow(
             id=dataset_id,
@@ -236,13 +241,14 @@ class DatasetService:
             create_time=now,
             update_time=now,
         )
-        self.store.insert(row)
-        self.operations.store.finish(op.id, response=_typed("Dataset", api_version, dataset_wire(row)))
-        return self._operation(op.id)
-
-    def _operation(self, op_id: int) -> dict[str, Any]:
-        op = self.operations.store.get(op_id)
-        assert op is not None
+        op = _done_operation(
+            row,
+            "create_dataset",
+            "CreateDatasetOperationMetadata",
+            api_version,
+            _typed("Dataset", api_version, dataset_wire(row)),
+        )
+        self.store.insert(row, operation=op)  # together: a crash keeps both or neither
         return operation_wire(op)
 
     # -------------------------------------------------------------- import
@@ -289,21 +295,26 @@ class DatasetService:
             current = self.find(project, location, dataset_id)
             existing = files.load_items(Path(current.data_path)) if current.data_path else []
             path = files.store_data(self.data_root / str(current.id), "jsonl", None, existing + items)
-            op = self.operations.create(
-                current.project_number,
-                current.location,
-                f"datasets/{current.id}",
+            op = _done_operation(
+                current,
                 "import_data",
                 "ImportDataOperationMetadata",
                 api_version,
+                _typed("ImportDataResponse", api_version),
             )
-            self.store.set_fields(
-                current.id, data_path=str(path), item_count=len(existing) + len(items), update_time=now_utc()
-            )
+            if not self.store.set_fields(
+                current.id,
+                operation=op,
+                data_path=str(path),
+                item_count=len(existing) + len(items),
+                update_time=now_utc(),
+            ):
+                raise not_found(
+                    f"Dataset {dataset_name(current.project_number, current.location, current.id)}"
+                )
             if current.data_path and Path(current.data_path) != path:
                 Path(current.data_path).unlink(missing_ok=True)
-        self.operations.store.finish(op.id, response=_typed("ImportDataResponse", api_version))
-        return self._operation(op.id)
+        return operation_wire(op)
 
     # -------------------------------------------------------------- update
     def update(
@@ -349,19 +360,13 @@ class DatasetService:
     # -------------------------------------------------------------- delete
     def delete(self, project: str, location: str, dataset_id: str, api_version: str = "v1") -> dict[str, Any]:
         row = self.find(project, location, dataset_id)
-        op = self.operations.create(
-            row.project_number,
-            row.location,
-            f"datasets/{row.id}",
-            "delete_dataset",
-            "DeleteOperationMetadata",
-            api_version,
-        )
+        empty = {"@type": "type.googleapis.com/google.protobuf.Empty"}
+        op = _done_operation(row, "delete_dataset", "DeleteOperationMetadata", api_version, empty)
         with self._lock:
-            self.store.remove(row.id)
+            if not self.store.remove(row.id, operation=op):  # deleted meanwhile
+                raise not_found(f"Dataset {dataset_name(row.project_number, row.location, row.id)}")
             shutil.rmtree(self.data_root / str(row.id), ignore_errors=True)
-        self.operations.store.finish(op.id, response={"@type": "type.googleapis.com/google.protobuf.Empty"})
-        return self._operation(op.id)
+        return operation_wire(op)
 
     # -------------------------------------------------------------- training pipelines
     def check_input_data_config(

@@ -50,7 +50,7 @@ from trainworks.services.projects import Projects
 from trainworks.services.wire_errors import parse_body, snake
 from trainworks.store.jobs import JobStore
 from trainworks.store.persistent_resources import DuplicateResource, Key, PersistentResourceStore, key_of
-from trainworks.store.tables import CustomJobRow, PersistentResourceRow
+from trainworks.store.tables import CustomJobRow, OperationRow, PersistentResourceRow
 
 R = PersistentResourceState
 S = JobState
@@ -149,6 +149,19 @@ def _machine_text(pool: Mapping[str, Any]) -> str:
         text += f" + {machine.get('acceleratorCount', 0)} x {machine['acceleratorType']}"
     disk = _disk(pool.get("diskSpec"))
     return f"{text}, {disk['bootDiskType']} {disk['bootDiskSizeGb']} GB"
+
+
+def _operation(
+    key: Key, kind: str, metadata_type: str, api_version: str, progress: str | None = None
+) -> OperationRow:
+    """A resource operation, not yet stored: the store records it with the change it tracks."""
+    number, location, resource_id = key
+    op = OperationService.build(
+        number, location, f"persistentResources/{resource_id}", kind, metadata_type, api_version
+    )
+    if progress:
+        op.metadata_ = {**op.metadata_, "progressMessage": progress}
+    return op
 
 
 # ------------------------------------------------------------------ wire
@@ -299,13 +312,13 @@ class PersistentResourceService:
         spec["resourcePools"] = fill_pools(spec.get("resourcePools", []))
         if self.output_buckets is not None:
             self.output_buckets.admit(project, location, "persistent_resource", spec)
-        op = self.operations.create(
-            number,
-            location,
-            f"persistentResources/{resource_id}",
+        pools = len(spec["resourcePools"])
+        op = _operation(
+            key,
             "create_persistent_resource",
             "CreatePersistentResourceOperationMetadata",
             api_version,
+            f"Provisioning {pools} resource pool{'s' if pools != 1 else ''}.",
         )
         now = now_utc()
         row = PersistentResourceRow(
@@ -323,14 +336,11 @@ class PersistentResourceService:
             update_time=now,
         )
         try:
-            self.store.insert(row)
+            self.store.insert(row, operation=op)  # together: a crash leaves both or neither
         except DuplicateResource:
-            self.operations.store.remove(op.id)
             raise self._exists(key) from None
-        pools = len(spec["resourcePools"])
-        self.store.set_progress(op.id, f"Provisioning {pools} resource pool{'s' if pools != 1 else ''}.")
         self.wake()
-        return self._operation(op.id)
+        return operation_wire(op)
 
     @staticmethod
     def _exists(key: Key) -> ApiError:
@@ -339,11 +349,6 @@ class PersistentResourceService:
             f"PersistentResource {resource_name(*key)} already exists.",
             reason="ALREADY_EXISTS",
         )
-
-    def _operation(self, op_id: int) -> dict[str, Any]:
-        op = self.operations.store.get(op_id)
-        assert op is not None
-        return operation_wire(op)
 
     # -------------------------------------------------------------- update
     def update(
@@ -364,24 +369,21 @@ class PersistentResourceService:
                 "while RUNNING."
             )
         spec = self._updated_spec(row, resource, paths)
-        op = self.operations.create(
-            row.project_number,
-            row.location,
-            f"persistentResources/{row.resource_id}",
+        op = _operation(
+            key_of(row),
             "update_persistent_resource",
             "UpdatePersistentResourceOperationMetadata",
             api_version,
+            "Updating the resource pools.",
         )
         if not self.store.transition(
-            key_of(row), [R.RUNNING], state=R.UPDATING, pending_spec=spec, operation_id=op.id
+            key_of(row), [R.RUNNING], operation=op, state=R.UPDATING, pending_spec=spec, operation_id=op.id
         ):
-            self.operations.store.remove(op.id)
             current = self.store.get(key_of(row))
             state = R(current.state).name if current else "deleted"
             raise failed_precondition(f"The PersistentResource {row_name(row)} changed meanwhile ({state}).")
-        self.store.set_progress(op.id, "Updating the resource pools.")
         self.wake()
-        return self._operation(op.id)
+        return operation_wire(op)
 
     def _updated_spec(
         self, row: PersistentResourceRow, resource: PersistentResource, paths: list[str]
@@ -483,23 +485,25 @@ class PersistentResourceService:
                 f"The PersistentResource {row_name(row)} is {R(row.state).name}; it can be rebooted only "
                 "while RUNNING or in ERROR."
             )
-        op = self.operations.create(
-            row.project_number,
-            row.location,
-            f"persistentResources/{row.resource_id}",
+        op = _operation(
+            key_of(row),
             "reboot_persistent_resource",
             "RebootPersistentResourceOperationMetadata",
             api_version,
+            "Rebooting: stopping jobs and warm interpreters.",
         )
         moved = self.store.transition(
-            key_of(row), [R.RUNNING, R.ERROR], state=R.REBOOTING, operation_id=op.id, pending_spec=None
+            key_of(row),
+            [R.RUNNING, R.ERROR],
+            operation=op,
+            state=R.REBOOTING,
+            operation_id=op.id,
+            pending_spec=None,
         )
         if not moved:
-            self.operations.store.remove(op.id)
             raise failed_precondition(f"The PersistentResource {row_name(row)} changed meanwhile; try again.")
-        self.store.set_progress(op.id, "Rebooting: stopping jobs and warm interpreters.")
         self.wake()
-        return self._operation(op.id)
+        return operation_wire(op)
 
     def delete(
         self, project: str, location: str, resource_id: str, api_version: str = "v1"
@@ -509,31 +513,27 @@ class PersistentResourceService:
             existing = self.operations.store.get(row.operation_id) if row.operation_id is not None else None
             if existing is not None:
                 return operation_wire(existing)
-        op = self.operations.create(
-            row.project_number,
-            row.location,
-            f"persistentResources/{row.resource_id}",
-            "delete_persistent_resource",
-            "DeleteOperationMetadata",
-            api_version,
-        )
+        op = _operation(key_of(row), "delete_persistent_resource", "DeleteOperationMetadata", api_version)
         if R(row.state) == R.STOPPING:  # its operation record was deleted: a new one completes it
-            self.store.set_fields(key_of(row), operation_id=op.id)
+            if not self.store.transition(key_of(row), [R.STOPPING], operation=op, operation_id=op.id):
+                return self.delete(project, location, resource_id, api_version)
             return operation_wire(op)
         others = [s for s in R if s != R.STOPPING]
+        # A create, update or reboot still running will not complete: its operation ends with the change.
+        aborted = None
+        if row.operation_id is not None:
+            message = f"The PersistentResource {row_name(row)} is being deleted."
+            aborted = (row.operation_id, {"code": int(Code.ABORTED), "message": message})
         if not self.store.transition(
-            key_of(row), others, state=R.STOPPING, operation_id=op.id, pending_spec=None
+            key_of(row),
+            others,
+            operation=op,
+            abort=aborted,
+            state=R.STOPPING,
+            operation_id=op.id,
+            pending_spec=None,
         ):
-            self.operations.store.remove(op.id)
             return self.delete(project, location, resource_id, api_version)
-        if row.operation_id is not None:  # a create, update or reboot still running: it will not complete
-            self.operations.store.finish(
-                row.operation_id,
-                error={
-                    "code": int(Code.ABORTED),
-                    "message": f"The PersistentResource {row_name(row)} is being deleted.",
-                },
-            )
         self.wake()
         return operation_wire(op)
 

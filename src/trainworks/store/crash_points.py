@@ -12,6 +12,16 @@ Points (tests/test_chaos.py pins each one):
 * trial-told: a trial's end is told to its study, not yet recorded on the trial (controllers/tuning_jobs.py)
 * cluster-operation: inside the transaction recording a cluster change and its operation (store/clusters.py)
 * cluster-operation-ended: inside the transaction of a cluster change that ends an operation unfinished
+
+Pinned by tests/test_crash_points_resources.py:
+* persistent-resource-operation: inside the transaction recording a persistent resource change and its
+  operation (store/persistent_resources.py)
+* persistent-resource-operation-ended: inside the transaction of a persistent resource change that ends an
+  operation (a failed provisioning or update, or one a delete aborts)
+* persistent-resource-running: a resource is recorded RUNNING, its operation not yet completed
+  (controllers/persistent_resources.py)
+* dataset-operation: inside the transaction recording a dataset change and its finished operation
+  (store/datasets.py)
 """
 
 from __future__ import annotations

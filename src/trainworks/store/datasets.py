@@ -6,18 +6,22 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy.orm import Session
 
+from trainworks.store.crash_points import crash_point
 from trainworks.store.database import Database
-from trainworks.store.tables import DatasetRow
+from trainworks.store.tables import DatasetRow, OperationRow
 
 
 class DatasetStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def insert(self, row: DatasetRow) -> DatasetRow:
+    def insert(self, row: DatasetRow, operation: OperationRow | None = None) -> DatasetRow:
+        """Store a new dataset, and the operation reporting it in the same transaction."""
         with self.db.session() as session:
             session.add(row)
+            _record(session, operation)
         return row
 
     def get(self, dataset_id: int, project_number: str, location: str) -> DatasetRow | None:
@@ -73,14 +77,35 @@ class DatasetStore:
         with self.db.session() as session:
             return list(session.scalars(query))
 
-    def set_fields(self, dataset_id: int, expected_update: datetime | None = None, **values: Any) -> bool:
-        """Update the row; with `expected_update`, only if nobody changed it since (compare-and-set)."""
+    def set_fields(
+        self,
+        dataset_id: int,
+        expected_update: datetime | None = None,
+        operation: OperationRow | None = None,
+        **values: Any,
+    ) -> bool:
+        """Update the row; with `expected_update`, only if nobody changed it since (compare-and-set); with
+        `operation`, store the operation reporting the change in the same transaction, when it is made."""
         query = update(DatasetRow).where(DatasetRow.id == dataset_id)
         if expected_update is not None:
             query = query.where(DatasetRow.update_time == expected_update)
         with self.db.session() as session:
-            return bool(session.execute(query.values(**values)).rowcount)
+            if not session.execute(query.values(**values)).rowcount:
+                return False
+            _record(session, operation)
+            return True
 
-    def remove(self, dataset_id: int) -> bool:
+    def remove(self, dataset_id: int, operation: OperationRow | None = None) -> bool:
+        """Delete the row and, in the same transaction when it was there, store `operation`."""
         with self.db.session() as session:
-            return bool(session.execute(delete(DatasetRow).where(DatasetRow.id == dataset_id)).rowcount)
+            if not session.execute(delete(DatasetRow).where(DatasetRow.id == dataset_id)).rowcount:
+                return False
+            _record(session, operation)
+            return True
+
+
+def _record(session: Session, operation: OperationRow | None) -> None:
+    """Add the operation reporting a change to the change's transaction: a crash keeps both or neither."""
+    if operation is not None:
+        session.add(operation)
+        crash_point("dataset-operation")

@@ -12,9 +12,10 @@ from sqlalchemy.orm import Session
 
 from trainworks.resources.persistent_resource import PersistentResourceState
 from trainworks.resources.wire import now_utc
+from trainworks.store.crash_points import crash_point
 from trainworks.store.database import Database
 from trainworks.store.operations import OperationStore, finish_in
-from trainworks.store.tables import PersistentResourceRow, PersistentResourceSpanRow
+from trainworks.store.tables import OperationRow, PersistentResourceRow, PersistentResourceSpanRow
 
 Key = tuple[str, str, str]  # project number, location, resource ID
 
@@ -41,10 +42,16 @@ class PersistentResourceStore:
         self.db = db
 
     # -------------------------------------------------------------- resources
-    def insert(self, row: PersistentResourceRow) -> PersistentResourceRow:
+    def insert(
+        self, row: PersistentResourceRow, operation: OperationRow | None = None
+    ) -> PersistentResourceRow:
+        """Store a new resource, and its create operation in the same transaction."""
         try:
             with self.db.session() as session:
                 session.add(row)
+                if operation is not None:
+                    session.add(operation)
+                    crash_point("persistent-resource-operation")
         except IntegrityError:
             raise DuplicateResource(row.resource_id) from None
         return row
@@ -74,9 +81,24 @@ class PersistentResourceStore:
         with self.db.session() as session:
             return list(session.scalars(select(PersistentResourceRow).order_by(PersistentResourceRow.uid)))
 
-    def transition(self, key: Key, from_states: Iterable[PersistentResourceState], **values: Any) -> bool:
-        """Set values only if the resource is still in one of `from_states`; True when it was."""
-        values.setdefault("update_time", now_utc())
+    def transition(
+        self,
+        key: Key,
+        from_states: Iterable[PersistentResourceState],
+        *,
+        operation: OperationRow | None = None,
+        abort: tuple[int, dict[str, Any]] | None = None,
+        reopen_spans: bool = False,
+        **values: Any,
+    ) -> bool:
+        """Set values only if the resource is still in one of `from_states`; True when it was.
+
+        In the same transaction, and only when the change is made: `operation`, the new operation tracking
+        it, is stored; `abort` (operation id, error) ends an operation the change leaves unfinished (or that
+        failed with it); `reopen_spans` bills the resource's machines as they now are. A crash thus never
+        leaves an operation that nothing will complete, nor a change billed as it was."""
+        now = now_utc()
+        values.setdefault("update_time", now)
         if "state" in values:
             values["state"] = int(values["state"])
         with self.db.session() as session:
@@ -85,7 +107,19 @@ class PersistentResourceStore:
                 .where(*_where(key), PersistentResourceRow.state.in_([int(s) for s in from_states]))
                 .values(**values)
             )
-            return bool(result.rowcount)
+            if not result.rowcount:
+                return False
+            if operation is not None:
+                session.add(operation)
+                crash_point("persistent-resource-operation")
+            if reopen_spans:
+                row = session.get(PersistentResourceRow, key)
+                if row is not None:
+                    _open_spans_in(session, row, row.spec.get("resourcePools", []), now)
+            if abort is not None:
+                finish_in(session, abort[0], None, abort[1], now)
+                crash_point("persistent-resource-operation-ended")
+            return True
 
     def set_fields(self, key: Key, **values: Any) -> None:
         with self.db.session() as session:
@@ -98,35 +132,6 @@ class PersistentResourceStore:
             _delete_resource(session, key, now)
 
     # -------------------------------------------------------------- billing spans
-    def open_spans(self, row: PersistentResourceRow, pools: Sequence[dict[str, Any]], now: datetime) -> None:
-        """Close the resource's open spans and open one per pool for its current machines."""
-        with self.db.session() as session:
-            session.execute(
-                update(PersistentResourceSpanRow)
-                .where(
-                    PersistentResourceSpanRow.resource_uid == row.uid,
-                    PersistentResourceSpanRow.end_time.is_(None),
-                )
-                .values(end_time=now)
-            )
-            for pool in pools:
-                machines = int(pool.get("replicaCount", 0) or 0)
-                if machines <= 0:
-                    continue
-                session.add(
-                    PersistentResourceSpanRow(
-                        project_number=row.project_number,
-                        location=row.location,
-                        resource_id=row.resource_id,
-                        resource_uid=row.uid,
-                        display_name=row.display_name,
-                        pool_id=str(pool.get("id", "")),
-                        machine_spec=dict(pool.get("machineSpec") or {}),
-                        machines=machines,
-                        start_time=now,
-                    )
-                )
-
     def spans(self, project_number: str, location: str) -> list[PersistentResourceSpanRow]:
         query = (
             select(PersistentResourceSpanRow)
@@ -179,3 +184,33 @@ def _delete_resource(session: Session, key: Key, now: datetime) -> None:
         .values(end_time=now)
     )
     session.execute(delete(PersistentResourceRow).where(*_where(key)))
+
+
+def _open_spans_in(
+    session: Session, row: PersistentResourceRow, pools: Sequence[dict[str, Any]], now: datetime
+) -> None:
+    """Close the resource's open billing spans and open one per pool (inside the caller's transaction)."""
+    session.execute(
+        update(PersistentResourceSpanRow)
+        .where(
+            PersistentResourceSpanRow.resource_uid == row.uid, PersistentResourceSpanRow.end_time.is_(None)
+        )
+        .values(end_time=now)
+    )
+    for pool in pools:
+        machines = int(pool.get("replicaCount", 0) or 0)
+        if machines <= 0:
+            continue
+        session.add(
+            PersistentResourceSpanRow(
+                project_number=row.project_number,
+                location=row.location,
+                resource_id=row.resource_id,
+                resource_uid=row.uid,
+                display_name=row.display_name,
+                pool_id=str(pool.get("id", "")),
+                machine_spec=dict(pool.get("machineSpec") or {}),
+                machines=machines,
+                start_time=now,
+            )
+        )
