@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainworks.storage.gcs import StoragePathError, parse_gcs_uri
+from trainworks.storage.gcs import StoragePathError, is_bucket_name
 from trainworks.storage.object_meta import create_schema
 
 _registered: dict[Path, Path] = {}
@@ -75,11 +75,7 @@ def _connection(bucket_root: Path, create: bool) -> sqlite3.Connection | None:
 
 
 def _check_name(bucket: str) -> None:
-    try:
-        valid = parse_gcs_uri(f"gs://{bucket}/").bucket == bucket
-    except StoragePathError:
-        valid = False
-    if not valid:
+    if not is_bucket_name(bucket):
         raise StoragePathError(f"invalid bucket name {bucket[:100]!r}")
 
 
@@ -126,11 +122,8 @@ def visible_buckets(bucket_root: Path, project: str) -> list[str]:
         owner = owners.get(entry.name)
         if owner is not None and not owner.includes(project):
             continue
-        try:
-            _check_name(entry.name)
-        except StoragePathError:
-            continue  # not a bucket (e.g. a hidden folder)
-        names.append(entry.name)
+        if is_bucket_name(entry.name):  # else not a bucket (e.g. a hidden folder)
+            names.append(entry.name)
     return sorted(names)
 
 

@@ -56,6 +56,14 @@ def parse_gcs_uri(uri: str) -> GcsPath:
     return GcsPath(bucket=bucket, key=normalised)
 
 
+def is_bucket_name(name: str) -> bool:
+    """Whether `name` is a whole bucket name ("bkt/x" parses as bucket "bkt" with a key, so it is not)."""
+    try:
+        return parse_gcs_uri(f"gs://{name}/").bucket == name
+    except StoragePathError:
+        return False
+
+
 class ObjectStore:
     """Resolves gs:// URIs to an fsspec filesystem path."""
 

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import google_crc32c
 
-from trainworks.storage.gcs import StoragePathError, parse_gcs_uri
+from trainworks.storage.gcs import StoragePathError, is_bucket_name, parse_gcs_uri
 
 MAX_NAME_BYTES = 1024
 MAX_SEGMENT_BYTES = 255  # a file name on Linux file systems
@@ -112,12 +112,7 @@ def hash_file(handle: BinaryIO) -> tuple[str, str, int]:
 
 
 def check_bucket_name(bucket: str) -> str:
-    try:
-        # The whole name must be the bucket: "bkt/x" parses as bucket "bkt" with a key.
-        valid = parse_gcs_uri(f"gs://{bucket}/").bucket == bucket
-    except StoragePathError:
-        valid = False
-    if not valid:
+    if not is_bucket_name(bucket):
         raise bad_request(
             f"Invalid bucket name: {bucket[:300]!r}. Bucket names use 3-222 lowercase letters, digits, "
             "dots, dashes and underscores, and start and end with a letter or digit."
