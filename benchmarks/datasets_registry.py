@@ -12,7 +12,7 @@ both alike). Medians (and p90) over the measured trials, after unmeasured warm-u
    deleted (untimed) before the next trial.
 2. Export with fractionSplit 0.8/0.1/0.1 to CSV shards, the path a training pipeline takes before its job
    starts. There is no REST call for an export alone, so it runs in-process: `DatasetService.export` built
-   as services/container.py builds it, over a copy of the server's SQLite database (taken with SQLite's
+   as wiring.py builds it, over a copy of the server's SQLite database (taken with SQLite's
    backup API after the dataset exists, so the live server's database is never touched) and over the
    server's own bucket root and dataset files. It loads the server's stored copy of the rows, orders them by
    SHA-256 of seed, index and content, cuts them exactly and writes 5,000-row shards. Baseline: a
@@ -53,14 +53,14 @@ from typing import Any
 
 import httpx
 
-from trainworks.services.dataset_files import SHARD_ROWS
-from trainworks.services.datasets import DatasetService
-from trainworks.services.operations import OperationService
-from trainworks.services.projects import Projects
+from trainworks.kernel.operation_store import OperationStore
+from trainworks.kernel.operations import OperationService
+from trainworks.kernel.projects import Projects
+from trainworks.kinds.datasets.files import SHARD_ROWS
+from trainworks.kinds.datasets.service import DatasetService
+from trainworks.kinds.datasets.store import DatasetStore
 from trainworks.storage.gcs import ObjectStore
 from trainworks.store.database import Database
-from trainworks.store.datasets import DatasetStore
-from trainworks.store.operations import OperationStore
 
 try:
     from benchmarks import common
@@ -217,7 +217,7 @@ def snapshot_database(live: Path, copy: Path) -> None:
 
 
 def export_service(db: Database, home: Path) -> DatasetService:
-    """Built as services/container.py builds it, over the copied database and the server's home."""
+    """Built as wiring.py builds it, over the copied database and the server's home."""
     projects = Projects(db)
     return DatasetService(
         DatasetStore(db),

@@ -33,7 +33,7 @@ try:
 except ImportError:  # run as a script: python benchmarks/persistent_warm_start.py
     import common  # type: ignore[no-redef]
 
-from trainworks.resources.wire import parse_timestamp
+from trainworks.kernel.wire import parse_timestamp
 
 RESOURCE_ID = "bench-warm"
 CODE = {

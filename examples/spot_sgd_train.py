@@ -1,9 +1,9 @@
 """Pure-Python training that survives preemption: a linear model fit by SGD with momentum, checkpointed.
 
 It imports nothing outside the standard library, so a replica starts in milliseconds: the preemption storm
-(tests/test_preemption_storm.py) runs 50 jobs of it through many restarts. The data of each step is derived
-from (seed, rank, step), so a run that was stopped and resumed any number of times ends with exactly the
-weights of an uninterrupted run, byte for byte.
+(tests/system/test_preemption_storm.py) runs 50 jobs of it through many restarts. The data of each step is
+derived from (seed, rank, step), so a run that was stopped and resumed any number of times ends with exactly
+the weights of an uninterrupted run, byte for byte.
 
 Every replica (its rank from CLUSTER_SPEC) trains on its own shard and checkpoints its whole state (weights,
 momentum, step) to AIP_CHECKPOINT_DIR/rank-R.json every few steps, write-then-rename, so a kill at any moment

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite needs (PostgreSQL server, util-linux, iproute2, podman
-# with its helpers for tests/test_podman.py: runc, conmon, catatonit, busybox-static, ..., and Slurm with
-# munge for the local training clusters: tests/test_slurm_daemons.py, scripts/slurm-local.sh, and Chromium
-# for the console's browser tests: tests/test_console_browser.py).
+# with its helpers for tests/backends/test_podman.py: runc, conmon, catatonit, busybox-static, ..., and Slurm with
+# munge for the local training clusters: tests/slurm/test_slurm_daemons.py, scripts/slurm-local.sh, and Chromium
+# for the console's browser tests: tests/system/test_console_browser.py).
 #
 # Idempotent and non-interactive: exits quickly when everything is already installed and only
 # runs `apt-get update` when something actually has to be installed. Intended for root on a
@@ -15,7 +15,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(postgresql util-linux iproute2)
 # Container runtime for `trainworks serve --container-runtime podman` (src/trainworks/backends/podman.py: runc,
-# not crun, which refuses hybrid cgroups). tests/test_podman.py builds its images from busybox-static.
+# not crun, which refuses hybrid cgroups). tests/backends/test_podman.py builds its images from busybox-static.
 PACKAGES+=(podman runc conmon catatonit fuse-overlayfs slirp4netns uidmap containernetworking-plugins
     busybox-static)
 # Slurm 22.05 (slurmctld, slurmd, client commands) and munge, run as plain per-cluster daemons, no systemd.

@@ -13,26 +13,24 @@ from trainworks import __version__
 from trainworks.api import limits, openapi
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import error_body, install_error_handlers
-from trainworks.api.routers import (
-    clusters,
-    costs,
-    custom_jobs,
-    datasets,
-    models,
-    operations,
-    persistent_resources,
-    training_pipelines,
-    tuning_jobs,
-)
-from trainworks.api.routers.capacity import router as capacity_router
-from trainworks.api.routers.shell import router as shell_router
-from trainworks.api.routers.storage import router as storage_router
-from trainworks.api.routers.tensorboard import router as tensorboard_router
+from trainworks.capacity.routes import router as capacity_router
 from trainworks.config import Settings
 from trainworks.console import router as console
+from trainworks.costs import routes as costs
+from trainworks.kernel.status import Code
+from trainworks.kinds.clusters import routes as clusters
+from trainworks.kinds.custom_jobs import routes as custom_jobs
+from trainworks.kinds.custom_jobs.shell_routes import router as shell_router
+from trainworks.kinds.custom_jobs.tensorboard_routes import router as tensorboard_router
+from trainworks.kinds.datasets import routes as datasets
+from trainworks.kinds.models import routes as models
+from trainworks.kinds.operations import routes as operations
+from trainworks.kinds.persistent_resources import routes as persistent_resources
+from trainworks.kinds.storage_objects.routes import router as storage_router
+from trainworks.kinds.training_pipelines import routes as training_pipelines
+from trainworks.kinds.tuning_jobs import routes as tuning_jobs
 from trainworks.observability import http as observability
-from trainworks.resources.status import Code
-from trainworks.services.container import Services, build_services
+from trainworks.wiring import Services, build_services
 
 
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:

@@ -40,8 +40,8 @@ from starlette.requests import HTTPConnection
 
 from trainworks.api.errors import error_body
 from trainworks.api.peer_identity import Caller, PeerIdentity, Replica, peer_identity_for
-from trainworks.resources.status import Code
-from trainworks.services.errors import ApiError
+from trainworks.kernel.errors import ApiError
+from trainworks.kernel.status import Code
 from trainworks.storage.bucket_projects import Owner, bucket_owner
 from trainworks.store.database import Database
 from trainworks.store.tables import ProjectRow

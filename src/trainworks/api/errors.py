@@ -12,8 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from trainworks.resources.status import Code
-from trainworks.services.errors import ApiError, FieldViolation
+from trainworks.kernel.errors import ApiError, FieldViolation
+from trainworks.kernel.status import Code
 from trainworks.storage.object_model import StorageError
 from trainworks.store.database import database_unavailable
 
@@ -63,7 +63,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if request.url.path.startswith(_GCS_PREFIXES):
             # No route matched (an object name with a line break, a bucket name with a slash): Cloud Storage
             # clients still get Cloud Storage's error form. Imported here: the router imports this module.
-            from trainworks.api.routers.storage import gcs_error
+            from trainworks.kinds.storage_objects.routes import gcs_error
 
             reason = {404: "notFound", 405: "methodNotAllowed"}.get(exc.status_code, "invalid")
             return gcs_error(StorageError(exc.status_code, reason, message))

@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trainworks.api.errors import error_body
-from trainworks.resources.status import Code
+from trainworks.kernel.status import Code
 
 # A multipart upload carries its JSON metadata part and headers besides the object's bytes.
 _MULTIPART_SLACK = 1 << 20

@@ -4,7 +4,7 @@ Routes take the raw Request (bodies are the proto JSON mapping, validated by the
 models), so FastAPI's generated description lists neither their query parameters nor their bodies, it
 promises 422 responses the server never sends (validation errors are 400 google.rpc bodies), and its 200s
 have no schema. This fills that in after generation, without touching behaviour, so that clients and the API
-fuzzer (tests/test_fuzz_api.py) see what each operation takes and answers:
+fuzzer (tests/system/test_fuzz_api.py) see what each operation takes and answers:
 
 - Vertex bodies, both ways: the official message (CustomJob to create one, ListCustomJobsResponse,
   longrunning Operation, google.protobuf.Empty, ...) translated from its proto descriptor by

@@ -56,7 +56,7 @@ _SCALARS: dict[int, dict[str, Any]] = {
     _F.TYPE_BYTES: _BYTES,
 }
 
-# Canonical output: what json_format.MessageToJson and resources/wire.py write.
+# Canonical output: what json_format.MessageToJson and kernel/wire.py write.
 _TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{3}|\.[0-9]{6}|\.[0-9]{9})?Z$"
 _DURATION = r"^-?[0-9]+(\.[0-9]{3}|\.[0-9]{6}|\.[0-9]{9})?s$"
 _WRAPPED = {

@@ -3,14 +3,14 @@
 - the Trainworks extensions under /trainworks/v1 (job status and preemption, costs, capacity, TensorBoard
   log directory, log lines), and /healthz;
 - the Cloud Storage JSON API subset under /storage/v1 and /upload/storage/v1: the Object, Bucket, Buckets,
-  Objects and RewriteResponse resources in the shapes storage/object_model.py and api/routers/storage.py
-  write (the documented GCS resources, the fields this server fills);
+  Objects and RewriteResponse resources in the shapes storage/object_model.py and
+  kinds/storage_objects/routes.py write (the documented GCS resources, the fields this server fills);
 - errors: google.rpc.Status as api/errors.py writes it, and Cloud Storage's error form under /storage;
 - ModelDevelopmentCluster (v1beta1 training clusters), which has no published proto: the schema comes from
-  its wire model (resources/model_development_cluster.py) as pydantic describes its serialized JSON.
+  its wire model (kinds/clusters/wire.py) as pydantic describes its serialized JSON.
 
 Objects list the fields their code writes and no others (`additionalProperties: false`), so that a renamed
-or stray field fails the API fuzzer (tests/test_fuzz_api.py) just as it does for the proto-typed routes.
+or stray field fails the API fuzzer (tests/system/test_fuzz_api.py) as it does for the proto-typed routes.
 The storage routes also honour `fields=` (google-cloud-storage asks `fields=name` to test that a bucket
 exists), which trims an answer to the fields named; the description leaves that parameter out.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from google.rpc import code_pb2
 
-from trainworks.resources.model_development_cluster import ModelDevelopmentCluster
+from trainworks.kinds.clusters.wire import ModelDevelopmentCluster
 
 _STR: dict[str, Any] = {"type": "string"}
 _INT: dict[str, Any] = {"type": "integer"}
@@ -30,7 +30,7 @@ _NUM: dict[str, Any] = {"type": "number"}
 _BOOL: dict[str, Any] = {"type": "boolean"}
 _STRINGS: dict[str, Any] = {"type": "object", "additionalProperties": _STR}
 _COUNT_OR_UNLIMITED: dict[str, Any] = {"type": ["integer", "null"]}  # null: unlimited
-# resources/wire.py format_timestamp and storage/object_model.py rfc3339: UTC with Z.
+# kernel/wire.py format_timestamp and storage/object_model.py rfc3339: UTC with Z.
 _TIME: dict[str, Any] = {
     "type": "string",
     "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{3}|\.[0-9]{6})?Z$",
@@ -52,7 +52,7 @@ _BILLED_TO: dict[str, Any] = {"anyOf": [_STR, {"type": "array", "items": _STR}]}
 
 
 def _group(key: str) -> dict[str, Any]:
-    """services/costs.py _group_wire: a machine shape of a pool (`pool`) or resource pool (`resourcePool`)."""
+    """costs/service.py _group_wire: a machine shape of a pool (`pool`) or resource pool (`resourcePool`)."""
     return _object(
         [key, "machineType", "spot", "intervals", *_TOTALS_REQUIRED],
         {
@@ -207,7 +207,7 @@ RPC_ERROR = _object(
         status={"enum": list(code_pb2.Code.keys())},
     ),
 )
-# api/routers/storage.py gcs_error (and api/limits.py under /storage): Cloud Storage's own error form.
+# kinds/storage_objects/routes.py gcs_error (and api/limits.py under /storage): Cloud Storage's error form.
 GCS_ERROR = _object(
     ["error"],
     error=_object(

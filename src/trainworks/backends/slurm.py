@@ -32,7 +32,7 @@ from trainworks.backends.base import (
     ReplicaStatus,
 )
 from trainworks.backends.commands import TaskError
-from trainworks.resources.enums import JobState
+from trainworks.jobs.enums import JobState
 from trainworks.slurm.batch import BatchJob, batch_script, components
 from trainworks.slurm.jobs import (
     SlurmClient,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trainworks.catalog import machines
-from trainworks.resources.wire import parse_timestamp
+from trainworks.kernel.wire import parse_timestamp
 
 # `projects/{project}/global/images/{image}` or `.../images/family/{family}`. Project IDs may be domain-scoped
 # (`example.com:proj`); image and family names are RFC 1035 labels, as Compute Engine requires.

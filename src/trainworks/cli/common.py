@@ -12,9 +12,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from trainworks.cli.pool_specs import FlagError
 from trainworks.cli.render import OutputFormat, print_data, print_status
 from trainworks.client.rest import ApiError, TrainworksClient, TrainworksConnectionError
+from trainworks.kinds.custom_jobs.pool_specs import FlagError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import typer
 
 from trainworks.cli.admin import app as admin_app
-from trainworks.cli.clusters import app as clusters_app
-from trainworks.cli.costs import costs
-from trainworks.cli.custom_jobs import app as custom_jobs_app
-from trainworks.cli.datasets import app as datasets_app
-from trainworks.cli.hp_tuning_jobs import app as hp_tuning_jobs_app
-from trainworks.cli.models import app as models_app
-from trainworks.cli.persistent_resources import app as persistent_resources_app
 from trainworks.cli.serve import serve
 from trainworks.cli.submit import submit
-from trainworks.cli.tensorboard import tensorboard
-from trainworks.cli.training_pipelines import app as training_pipelines_app
+from trainworks.costs.cli import costs
+from trainworks.kinds.clusters.cli import app as clusters_app
+from trainworks.kinds.custom_jobs.cli import app as custom_jobs_app
+from trainworks.kinds.custom_jobs.tensorboard_cli import tensorboard
+from trainworks.kinds.datasets.cli import app as datasets_app
+from trainworks.kinds.models.cli import app as models_app
+from trainworks.kinds.persistent_resources.cli import app as persistent_resources_app
+from trainworks.kinds.training_pipelines.cli import app as training_pipelines_app
+from trainworks.kinds.tuning_jobs.cli import app as hp_tuning_jobs_app
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Trainworks: Vertex AI compatible training jobs."

@@ -12,8 +12,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from trainworks.resources.enums import JobState, PipelineState
-from trainworks.resources.wire import ProtoEnum
+from trainworks.jobs.enums import JobState, PipelineState
+from trainworks.kernel.wire import ProtoEnum
 from trainworks.store.database import Database
 from trainworks.store.tables import CustomJobRow, TrainingPipelineRow, TuningJobRow
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from trainworks.config import Settings
 from trainworks.contract.environment import output_directories
-from trainworks.services.errors import failed_precondition
+from trainworks.kernel.errors import failed_precondition
 
 
 def tensorboard_log_dir(job: dict[str, Any], settings: Settings) -> dict[str, str]:

@@ -21,7 +21,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
-from trainworks.resources.wire import now_utc
+from trainworks.kernel.wire import now_utc
 
 # Queueing can take from milliseconds (an idle server) to hours (a FLEX_START job waiting for capacity).
 QUEUE_WAIT_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)

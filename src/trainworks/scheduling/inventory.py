@@ -51,7 +51,7 @@ from typing import Any
 import yaml
 
 from trainworks.catalog import machines as catalog
-from trainworks.resources.enums import AcceleratorType
+from trainworks.jobs.enums import AcceleratorType
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 

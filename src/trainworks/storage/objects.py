@@ -10,7 +10,7 @@ and its checksums computed and cached. A name ending in `/` is a folder marker: 
 New objects are written to a temp file under `<home>/uploads` and renamed into place, so a partly written
 object is never visible; uploads.py keeps the resumable sessions there. The values (errors, preconditions,
 resources) are in object_model.py, the listing order and page tokens in object_listing.py. No HTTP here:
-api/routers/storage.py speaks the wire protocol.
+kinds/storage_objects/routes.py speaks the wire protocol.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from trainworks.services.errors import ApiError
+from trainworks.kernel.errors import ApiError
 from trainworks.storage.bucket_projects import register_meta_path
 from trainworks.storage.gcs import ObjectStore, StoragePathError
 from trainworks.storage.object_listing import decode_page_token, encode_page_token, has_object, walk_names

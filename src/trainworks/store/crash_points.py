@@ -1,27 +1,31 @@
 """Crash points for the crash-safety tests: with TRAINWORKS_CRASH_AT=<point> the server SIGKILLs itself the
 moment it reaches that point, as a power cut there would. Read once at start-up; unset, it does nothing.
 
-Points (tests/test_chaos.py pins each one):
-* replica-exit-recorded: a replica's end is recorded, the job's decision is not (controllers/custom_jobs.py)
-* job-running: a job has just been recorded as RUNNING (controllers/custom_jobs.py)
-* preemption-decided: a SPOT job's preemption is recorded, its notice is not sent (controllers/custom_jobs.py;
-  pinned by tests/test_preemption_storm.py)
-* delete-recording: inside the transaction recording a delete request and its operation (store/job_rows.py)
+Points (tests/system/test_chaos.py pins each one):
+* replica-exit-recorded: a replica's end is recorded, the job's decision is not
+  (kinds/custom_jobs/controller.py)
+* job-running: a job has just been recorded as RUNNING (kinds/custom_jobs/controller.py)
+* preemption-decided: a SPOT job's preemption is recorded, its notice is not sent
+  (kinds/custom_jobs/controller.py; pinned by tests/system/test_preemption_storm.py)
+* delete-recording: inside the transaction recording a delete request and its operation (jobs/store.py)
 * delete-finishing: inside the transaction that removes a deleted job and completes its operation
-* trial-stopping: a trial is marked stopped early, its job not yet cancelled (controllers/tuning_jobs.py)
-* trial-told: a trial's end is told to its study, not yet recorded on the trial (controllers/tuning_jobs.py)
-* cluster-operation: inside the transaction recording a cluster change and its operation (store/clusters.py)
+* trial-stopping: a trial is marked stopped early, its job not yet cancelled
+  (kinds/tuning_jobs/controller.py)
+* trial-told: a trial's end is told to its study, not yet recorded on the trial
+  (kinds/tuning_jobs/controller.py)
+* cluster-operation: inside the transaction recording a cluster change and its operation
+  (kinds/clusters/store.py)
 * cluster-operation-ended: inside the transaction of a cluster change that ends an operation unfinished
 
-Pinned by tests/test_crash_points_resources.py:
+Pinned by tests/system/test_crash_points_resources.py:
 * persistent-resource-operation: inside the transaction recording a persistent resource change and its
-  operation (store/persistent_resources.py)
+  operation (kinds/persistent_resources/store.py)
 * persistent-resource-operation-ended: inside the transaction of a persistent resource change that ends an
   operation (a failed provisioning or update, or one a delete aborts)
 * persistent-resource-running: a resource is recorded RUNNING, its operation not yet completed
-  (controllers/persistent_resources.py)
+  (kinds/persistent_resources/controller.py)
 * dataset-operation: inside the transaction recording a dataset change and its finished operation
-  (store/datasets.py)
+  (kinds/datasets/store.py)
 """
 
 from __future__ import annotations

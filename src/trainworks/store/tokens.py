@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from trainworks.resources.wire import now_utc
+from trainworks.kernel.wire import now_utc
 from trainworks.store.database import Database
 from trainworks.store.tables import ApiTokenRow
 

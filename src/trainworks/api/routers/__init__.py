@@ -1,1 +1,0 @@
-"""Thin HTTP routers: parse the request, call a service, return its JSON."""

@@ -1,1 +1,0 @@
-"""Background reconcilers: they bring the world in line with what the database says."""

@@ -1,0 +1,87 @@
+"""Proto enums used by the training resources (google.cloud.aiplatform.v1)."""
+
+from __future__ import annotations
+
+from trainworks.kernel.wire import ProtoEnum
+
+
+class JobState(ProtoEnum):
+    JOB_STATE_UNSPECIFIED = 0
+    JOB_STATE_QUEUED = 1
+    JOB_STATE_PENDING = 2
+    JOB_STATE_RUNNING = 3
+    JOB_STATE_SUCCEEDED = 4
+    JOB_STATE_FAILED = 5
+    JOB_STATE_CANCELLING = 6
+    JOB_STATE_CANCELLED = 7
+    JOB_STATE_PAUSED = 8
+    JOB_STATE_EXPIRED = 9
+    JOB_STATE_UPDATING = 10
+    JOB_STATE_PARTIALLY_SUCCEEDED = 11
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_JOB_STATES
+
+
+TERMINAL_JOB_STATES = frozenset(
+    {
+        JobState.JOB_STATE_SUCCEEDED,
+        JobState.JOB_STATE_FAILED,
+        JobState.JOB_STATE_CANCELLED,
+        JobState.JOB_STATE_EXPIRED,
+        JobState.JOB_STATE_PARTIALLY_SUCCEEDED,
+    }
+)
+
+
+class PipelineState(ProtoEnum):
+    """TrainingPipeline states; the numbers match JobState's, so the job tables' helpers serve both."""
+
+    PIPELINE_STATE_UNSPECIFIED = 0
+    PIPELINE_STATE_QUEUED = 1
+    PIPELINE_STATE_PENDING = 2
+    PIPELINE_STATE_RUNNING = 3
+    PIPELINE_STATE_SUCCEEDED = 4
+    PIPELINE_STATE_FAILED = 5
+    PIPELINE_STATE_CANCELLING = 6
+    PIPELINE_STATE_CANCELLED = 7
+    PIPELINE_STATE_PAUSED = 8
+
+
+class AcceleratorType(ProtoEnum):
+    ACCELERATOR_TYPE_UNSPECIFIED = 0
+    NVIDIA_TESLA_K80 = 1
+    NVIDIA_TESLA_P100 = 2
+    NVIDIA_TESLA_V100 = 3
+    NVIDIA_TESLA_P4 = 4
+    NVIDIA_TESLA_T4 = 5
+    TPU_V2 = 6
+    TPU_V3 = 7
+    NVIDIA_TESLA_A100 = 8
+    NVIDIA_A100_80GB = 9
+    TPU_V4_POD = 10
+    NVIDIA_L4 = 11
+    TPU_V5_LITEPOD = 12
+    NVIDIA_H100_80GB = 13
+    NVIDIA_H100_MEGA_80GB = 14
+    NVIDIA_H200_141GB = 15
+    NVIDIA_B200 = 16
+    NVIDIA_GB200 = 17
+    NVIDIA_RTX_PRO_6000 = 18
+
+
+class Strategy(ProtoEnum):
+    STRATEGY_UNSPECIFIED = 0
+    ON_DEMAND = 1
+    LOW_COST = 2
+    STANDARD = 3
+    SPOT = 4
+    FLEX_START = 6
+
+
+class ReservationAffinityType(ProtoEnum):
+    TYPE_UNSPECIFIED = 0
+    NO_RESERVATION = 1
+    ANY_RESERVATION = 2
+    SPECIFIC_RESERVATION = 3

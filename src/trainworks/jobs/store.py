@@ -1,0 +1,136 @@
+"""What every job table shares: insert, scoped get, newest-first pages, active rows, compare-and-set."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from trainworks.jobs.enums import JobState
+from trainworks.kernel.operation_store import EMPTY_RESPONSE, finish_in
+from trainworks.kernel.wire import now_utc
+from trainworks.store.crash_points import crash_point
+from trainworks.store.database import Database
+from trainworks.store.tables import OperationRow
+
+ACTIVE_STATES = (
+    JobState.JOB_STATE_QUEUED,
+    JobState.JOB_STATE_PENDING,
+    JobState.JOB_STATE_RUNNING,
+    JobState.JOB_STATE_CANCELLING,
+)
+
+R = TypeVar("R")
+
+
+class JobRows(Generic[R]):
+    """Rows of one job table (`row`: a mapped class with id, project_number, location, state, create_time,
+    update_time and delete_operation_id). Every state change is a compare-and-set on the row's state."""
+
+    row: Any
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def insert(self, row: R) -> R:
+        with self.db.session() as session:
+            session.add(row)
+        return row
+
+    def get(self, job_id: int, project_number: str | None = None, location: str | None = None) -> R | None:
+        """The job, or None when it does not exist or lies in another project or location."""
+        with self.db.session() as session:
+            found: R | None = session.get(self.row, job_id)
+        if found is None:
+            return None
+        if project_number is not None and found.project_number != project_number:  # type: ignore[attr-defined]
+            return None
+        if location is not None and found.location != location:  # type: ignore[attr-defined]
+            return None
+        return found
+
+    def page(
+        self,
+        project_number: str,
+        location: str,
+        where: ColumnElement[bool] | None,
+        after: tuple[datetime, int] | None,
+        limit: int,
+    ) -> list[R]:
+        """Newest first; `after` is the (create_time, id) of the last row of the previous page."""
+        table = self.row
+        query = select(table).where(table.project_number == project_number, table.location == location)
+        if where is not None:
+            query = query.where(where)
+        if after is not None:
+            created, job_id = after
+            query = query.where(
+                or_(table.create_time < created, and_(table.create_time == created, table.id < job_id))
+            )
+        query = query.order_by(table.create_time.desc(), table.id.desc()).limit(limit)
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+    def active(self) -> list[R]:
+        """Jobs not finished yet, and finished ones being deleted, oldest first."""
+        table = self.row
+        with self.db.session() as session:
+            return list(
+                session.scalars(
+                    select(table)
+                    .where(
+                        or_(
+                            table.state.in_([int(s) for s in ACTIVE_STATES]),
+                            table.delete_operation_id.is_not(None),
+                        )
+                    )
+                    .order_by(table.create_time)
+                )
+            )
+
+    def transition(self, job_id: int, from_states: Iterable[JobState], **values: Any) -> bool:
+        """Set values only if the job is still in one of `from_states`; True when it was."""
+        values.setdefault("update_time", now_utc())
+        if "state" in values:
+            values["state"] = int(values["state"])
+        table = self.row
+        with self.db.session() as session:
+            result = session.execute(
+                update(table)
+                .where(table.id == job_id, table.state.in_([int(s) for s in from_states]))
+                .values(**values)
+            )
+            return bool(result.rowcount)
+
+    def record_delete(self, job_id: int, previous: int | None, operation: OperationRow) -> bool:
+        """Store a delete request's operation and link it to the job in one transaction, if the job's delete
+        operation is still `previous` (compare-and-set); True when it was. A crash, or a concurrent delete,
+        so never leaves an operation that nothing will complete."""
+        table = self.row
+        link = table.delete_operation_id
+        with self.db.session() as session:
+            result = session.execute(
+                update(table)
+                .where(table.id == job_id, link.is_(None) if previous is None else link == previous)
+                .values(delete_operation_id=operation.id)
+            )
+            if not result.rowcount:
+                return False
+            session.add(operation)
+            crash_point("delete-recording")
+        return True
+
+    @staticmethod
+    def finish_delete_in(session: Session, operation_id: int | None) -> None:
+        """Complete a delete operation inside the transaction that removes its job: a crash cannot leave the
+        job gone and its operation never done."""
+        if operation_id is not None:
+            crash_point("delete-finishing")
+            finish_in(session, operation_id, dict(EMPTY_RESPONSE), None, now_utc())
+
+    def set_fields(self, job_id: int, **values: Any) -> None:
+        with self.db.session() as session:
+            session.execute(update(self.row).where(self.row.id == job_id).values(**values))

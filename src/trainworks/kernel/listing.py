@@ -1,0 +1,93 @@
+"""What every job list shares: the AIP-160 filter over a job table, page sizes and tokens, readMask."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement
+
+from trainworks.jobs.enums import JobState
+from trainworks.kernel.errors import FieldViolation, invalid_argument
+from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
+from trainworks.kernel.wire import format_timestamp, parse_timestamp
+from trainworks.kernel.wire_errors import snake
+
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+STATE_NAMES = {s.name: int(s) for s in JobState}
+
+
+def job_filter(table: Any, filter_text: str) -> ColumnElement[bool] | None:
+    """A jobs list filter (AIP-160) as SQL over a job table's columns; a bad one is INVALID_ARGUMENT."""
+    try:
+        return compile_filter(
+            filter_text,
+            FilterColumns(
+                display_name=table.display_name,
+                state=table.state,
+                create_time=table.create_time,
+                labels=table.labels,
+            ),
+            STATE_NAMES,
+        )
+    except FilterError as exc:
+        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+
+
+def page_size(requested: int) -> int:
+    if requested < 0:
+        raise invalid_argument([FieldViolation("page_size", "must not be negative")])
+    return DEFAULT_PAGE_SIZE if requested == 0 else min(requested, MAX_PAGE_SIZE)
+
+
+def fingerprint(filter_text: str) -> str:
+    """Ties a page token to its filter."""
+    return hashlib.sha256(filter_text.strip().encode()).hexdigest()[:16]
+
+
+def page_token(created: datetime, job_id: int, filter_fingerprint: str) -> str:
+    # SQLite hands back naive datetimes (UTC): format_timestamp always writes an explicit zone.
+    raw = json.dumps({"t": format_timestamp(created), "i": job_id, "f": filter_fingerprint})
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def read_page_token(token: str, filter_fingerprint: str) -> tuple[datetime, int]:
+    """The (create_time, id) after which the next page starts."""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        created, job_id, fp = parse_timestamp(data["t"]), int(data["i"]), data["f"]
+        if not 0 <= job_id < 2**63:
+            raise ValueError("id out of range")
+    except (ValueError, KeyError, TypeError, OverflowError):
+        raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
+    if fp != filter_fingerprint:
+        raise invalid_argument(
+            [FieldViolation("page_token", "the page token was issued for a different filter")]
+        )
+    return created, job_id
+
+
+def apply_read_mask(resource: dict[str, Any], read_mask: str) -> dict[str, Any]:
+    if not read_mask:
+        return resource
+    wanted = {snake(p.strip().split(".")[0]) for p in read_mask.split(",") if p.strip()}
+    return {k: v for k, v in resource.items() if snake(k) in wanted}
+
+
+def id_page_token(last_id: str) -> str:
+    """Page token of resources listed in ID order (client-chosen IDs): the last ID of the page."""
+    return base64.urlsafe_b64encode(last_id.encode()).decode()
+
+
+def read_id_page_token(token: str, max_length: int) -> str:
+    try:
+        value = base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        value = ""
+    if not value or len(value) > max_length:
+        raise invalid_argument([FieldViolation("page_token", "invalid page token")])
+    return value

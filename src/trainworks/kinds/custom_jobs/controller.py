@@ -1,0 +1,714 @@
+"""Reconciles custom jobs: QUEUED -> PENDING -> RUNNING -> SUCCEEDED | FAILED, and CANCELLING -> CANCELLED.
+
+Every decision reads the database and writes it back with a compare-and-set, so the loop can stop at any
+point and a restarted server picks up where it was: running replicas are re-adopted through their pid and
+start time, and exit codes survive in each replica's exit record.
+
+How a job ends or restarts (docs/state-machines.md has the whole picture):
+* it SUCCEEDS when the primary replica (workerpool0-0) exits 0; the other replicas are then stopped;
+* it FAILS when a replica exits non-zero, when it passes scheduling.timeout (whatever its retries), or when
+  it cannot start;
+* a replica that crashes with SIGABRT or SIGSEGV (exit 134/139, possibly transient) restarts the whole job,
+  at most 3 times; a replica that vanishes restarts alone, at most 5 times, or restarts the whole job
+  (counting toward the same 3) with restartJobOnWorkerRestart;
+* a preempted SPOT replica gets SIGTERM and the notice period, then the whole job restarts, at most 6 times;
+  an exit that came before the SIGTERM stands (a job that had finished succeeds, one that crashed fails);
+* disableRetries turns every restart off.
+Before a restart or an end, every replica is stopped: SIGTERM to its process group, SIGKILL after the grace.
+
+A job that a gang backend accepts (Slurm) is submitted whole instead: kinds/custom_jobs/gang.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+import signal
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from trainworks.backends.base import (
+    Backend,
+    BackendUnavailable,
+    GangBackend,
+    LaunchError,
+    Phase,
+    ProcessHandle,
+    ReplicaStatus,
+)
+from trainworks.backends.commands import TaskError
+from trainworks.backends.gpus import devices_of
+from trainworks.backends.memory_limits import OUT_OF_MEMORY
+from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
+from trainworks.config import Settings
+from trainworks.contract.environment import POOL_NAMES
+from trainworks.jobs.enums import JobState
+from trainworks.kernel.loop import ReconcileLoop
+from trainworks.kernel.operation_store import OperationStore
+from trainworks.kernel.status import Code, status_dict
+from trainworks.kernel.wire import format_timestamp, now_utc, parse_duration, parse_timestamp
+from trainworks.kinds.custom_jobs.gang import GangJobs
+from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher, task_name
+from trainworks.kinds.custom_jobs.policy import (
+    FLEX_START_DEFAULT_WAIT,
+    MAX_JOB_RETRIES,
+    MAX_PREEMPTION_RESTARTS,
+    MAX_WORKER_RESTARTS,
+    TRANSIENT_EXIT_CODES,
+    is_flex_start,
+    is_spot,
+    job_timeout,
+    preemption_chance,
+    preemption_exposure,
+    restart_whole_job_on_worker_restart,
+    restarts_of,
+    retries_disabled,
+    scheduling_of,
+)
+from trainworks.kinds.custom_jobs.service_log import log_service
+from trainworks.kinds.custom_jobs.store import ACTIVE_STATES, JobStore
+from trainworks.observability.metrics import ServerMetrics, replica_count
+from trainworks.ports import free_port
+from trainworks.scheduling.admission import Decision, plan_admissions
+from trainworks.scheduling.inventory import Inventory, default_inventory
+from trainworks.scheduling.job_requests import allocation, job_request
+from trainworks.store.crash_points import crash_point
+from trainworks.store.tables import CustomJobRow, ReplicaRow
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+S = JobState
+_HOLDING_STATES = frozenset({int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)})
+# Phases of replica runs that ended: the job acts on each (again, if a crash came before it had).
+_ENDED = (Phase.EXITED.value, Phase.LOST.value)
+# (inventory, {(holding job id, zone)}, {queued job id}): everything an admission pass reads.
+_PlanKey = tuple[Inventory, frozenset[tuple[int, str | None]], frozenset[int]]
+
+
+def _same_key(a: _PlanKey, b: _PlanKey) -> bool:
+    return a[0] is b[0] and a[1] == b[1] and a[2] == b[2]
+
+
+def _tail(path: Path, lines: int = 20, max_bytes: int = 8192) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _handle(replica: ReplicaRow) -> ProcessHandle | None:
+    if replica.pid is None:
+        return None
+    return ProcessHandle(pid=replica.pid, pid_start=replica.pid_start or 0)
+
+
+class CustomJobController(GangJobs, ReconcileLoop):
+    name = "custom-job-controller"
+
+    def __init__(
+        self,
+        settings: Settings,
+        jobs: JobStore,
+        operations: OperationStore,
+        backend: Backend,
+        packages: PackageEnvironments,
+        inventory: Inventory | None = None,
+        gang: GangBackend | None = None,
+        metrics: ServerMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.inventory = inventory or default_inventory()
+        self.jobs = jobs
+        self.operations = operations
+        self.backend = backend
+        # Runs the jobs it accepts (Slurm) whole; every other job runs on `backend`, replica by replica.
+        self.gang = gang
+        self.launcher = ReplicaLauncher(settings, backend, packages)
+        self.metrics = metrics or ServerMetrics()  # the server's /metrics (queue wait, restarts, passes)
+        self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
+        # Admission of jobs with persistentResourceId (kinds/persistent_resources/controller.py), when wired.
+        self.persistent: Any = None
+        # Package builds in flight: an optimisation only; a restarted server simply starts them again.
+        self._preparing: dict[int, Future[dict[int, Path]]] = {}
+        # When each SPOT job last rolled for random preemption, and in which attempt (job_policy's
+        # preemption_exposure); a restarted server starts the clock again, from when it started watching.
+        self._rolled: dict[int, tuple[int, datetime]] = {}
+        self._watching_since = now_utc()
+        self._random = random.Random()
+        # The last admission pass's input key and decision, reused while nothing it depends on changed; an
+        # optimisation only (a restarted server plans again on its first pass).
+        self._last_plan: tuple[_PlanKey, Decision] | None = None
+        super().__init__(settings.resync_seconds)
+
+    # -------------------------------------------------------------- loop
+    def stop(self) -> None:
+        super().stop()
+        self._prepare_pool.shutdown(wait=False, cancel_futures=True)
+
+    def reconcile_once(self) -> bool:
+        """One pass over every job that is not finished; True while some job has live work."""
+        busy = False
+        jobs = self.jobs.active()
+        # Jobs on a persistent resource are admitted on its capacity, the rest by the scheduler.
+        self._admit(self.persistent.admit(jobs) if self.persistent is not None else jobs)
+        for job in jobs:
+            try:
+                busy |= self.reconcile(job)
+            except Exception:
+                log.exception("reconciling job %s failed", job.id)
+        return busy
+
+    # -------------------------------------------------------------- QUEUED
+    def _admit(self, jobs: list[CustomJobRow]) -> None:
+        """Gang admission of queued jobs into the capacity left by the jobs holding some (scheduling/)."""
+        queued = [j for j in jobs if j.state == int(S.JOB_STATE_QUEUED) and j.outcome is None]
+        if not queued:
+            self._last_plan = None
+            return
+        holding_jobs = [j for j in jobs if j.state in _HOLDING_STATES and j.zone]
+        # plan_admissions is pure: its result depends only on the inventory, the holding allocations and the
+        # requests. A job's project, location, spec, labels and create time never change, so the ids (and
+        # the zones of the holding jobs) stand for the whole input; the frozen inventory is compared by
+        # identity. An unchanged key means the same decision: only the per-job time checks below run.
+        key = (
+            self.inventory,
+            frozenset((j.id, j.zone) for j in holding_jobs),
+            frozenset(j.id for j in queued),
+        )
+        pass_started: float | None = None
+        if self._last_plan is not None and _same_key(self._last_plan[0], key):
+            decision = self._last_plan[1]
+        else:
+            pass_started = time.perf_counter()
+            holding = [allocation(j.id, j.project_number, j.location, j.zone, j.spec) for j in holding_jobs]
+            requests = [
+                job_request(j.id, j.project_number, j.location, j.spec, j.labels, j.create_time)
+                for j in queued
+            ]
+            decision = plan_admissions(self.inventory, holding, requests)
+            self._last_plan = (key, decision)
+        for job in queued:
+            zone = decision.admitted.get(job.id)
+            if zone is not None:
+                if self.jobs.transition(
+                    job.id, [S.JOB_STATE_QUEUED], state=S.JOB_STATE_PENDING, zone=zone, waiting_reason=None
+                ):
+                    job.state, job.zone, job.waiting_reason = int(S.JOB_STATE_PENDING), zone, None
+                    log_service(self.job_dir(job), f"Waiting for job to be provisioned in {zone}.")
+                continue
+            reason = decision.waiting.get(job.id, "waiting for capacity")
+            if self._flex_start_expired(job, reason):
+                continue
+            if reason != job.waiting_reason:
+                self.jobs.set_fields(job.id, waiting_reason=reason)
+                job.waiting_reason = reason
+                log_service(self.job_dir(job), f"Job is queued: {reason}.")
+        if pass_started is not None:  # a real planning pass, not a reused decision
+            self.metrics.scheduling_pass_done(time.perf_counter() - pass_started)
+
+    def _flex_start_expired(self, job: CustomJobRow, reason: str) -> bool:
+        """FLEX_START waits for all replicas together, up to maxWaitDuration (default 24 h, 0: forever)."""
+        if not is_flex_start(job):
+            return False
+        raw = scheduling_of(job).get("maxWaitDuration")
+        limit = parse_duration(raw) if raw else FLEX_START_DEFAULT_WAIT
+        if limit <= timedelta(0):
+            return False
+        history = job.history or []
+        queued_since = parse_timestamp(history[-1]["time"]) if history else job.create_time
+        if now_utc() - queued_since <= limit:
+            return False
+        seconds = int(limit.total_seconds())
+        self._fail(
+            job,
+            Code.RESOURCE_EXHAUSTED,
+            f"FLEX_START: the requested capacity was not available within maxWaitDuration ({seconds}s): "
+            f"{reason}.",
+        )
+        return True
+
+    # -------------------------------------------------------------- one job
+    def job_dir(self, job: CustomJobRow) -> Path:
+        return self.settings.jobs_dir / str(job.id)
+
+    def reconcile(self, job: CustomJobRow) -> bool:
+        if job.delete_operation_id is not None and S(job.state).terminal:
+            self._finish_delete(job)
+            return False
+        state = S(job.state)
+        if job.outcome is None and job.start_time is not None and state != S.JOB_STATE_CANCELLING:
+            timeout = job_timeout(job)
+            if now_utc() - job.start_time > timeout:  # whatever its retries
+                self._fail(
+                    job,
+                    Code.DEADLINE_EXCEEDED,
+                    f"The job ran longer than its timeout of {int(timeout.total_seconds())}s.",
+                )
+        if job.outcome is not None:
+            return self._tear_down(job)
+        if state == S.JOB_STATE_QUEUED:
+            return False  # admission (_admit) moves it on when its replicas fit
+        if state == S.JOB_STATE_PENDING:
+            return self._start(job)
+        if state == S.JOB_STATE_RUNNING:
+            return self._watch(job)
+        if state == S.JOB_STATE_CANCELLING:
+            # Cancel always records an outcome; a row without one is repaired here.
+            self.jobs.set_fields(job.id, outcome=self._cancel_outcome())
+            return True
+        return False
+
+    @staticmethod
+    def _cancel_outcome() -> dict[str, Any]:
+        return {"state": int(S.JOB_STATE_CANCELLED), "error": status_dict(Code.CANCELLED, "CANCELED")}
+
+    def _set_outcome(self, job: CustomJobRow, outcome: dict[str, Any]) -> bool:
+        if self.jobs.transition(job.id, ACTIVE_STATES, outcome=outcome):
+            job.outcome = outcome
+            return True
+        return False
+
+    def _decide(
+        self,
+        job: CustomJobRow,
+        state: JobState,
+        error: dict[str, Any] | None = None,
+        grace: float | None = None,
+        preemption: bool = False,
+    ) -> None:
+        """Record how the job ends; replicas are stopped before the state becomes final. `preemption`: the
+        end is a preemption's (a stock-out), which a completion seen before the notice is sent overrules."""
+        outcome: dict[str, Any] = {"state": int(state), "error": error}
+        if grace is not None:
+            outcome["grace"] = grace
+        if preemption:
+            outcome["preemption"] = True
+        if self._set_outcome(job, outcome) and error:
+            log_service(self.job_dir(job), error["message"], severity="ERROR")
+
+    def _fail(self, job: CustomJobRow, code: Code, message: str, grace: float | None = None) -> None:
+        self._decide(job, S.JOB_STATE_FAILED, status_dict(code, message), grace)
+
+    def _restart(self, job: CustomJobRow, kind: str, reason: str, grace: float | None = None) -> None:
+        """Stop every replica, then run the job again from the start (its checkpoint directory is kept)."""
+        outcome: dict[str, Any] = {"restart": kind, "reason": reason}
+        if grace is not None:
+            outcome["grace"] = grace
+        if self._set_outcome(job, outcome):
+            log_service(self.job_dir(job), f"{reason} The job will be restarted.", severity="WARNING")
+
+    # -------------------------------------------------------------- PENDING
+    def _plan(self, job: CustomJobRow) -> list[ReplicaRow]:
+        taken = self.jobs.ports_in_use()
+        rows: list[ReplicaRow] = []
+        for pool, spec in enumerate(job.spec["jobSpec"]["workerPoolSpecs"]):
+            for index in range(int(spec.get("replicaCount", 0) or 0)):
+                run_dir = self.job_dir(job) / f"{POOL_NAMES[pool]}-{index}"
+                # Records of an earlier attempt (all of whose replicas have stopped) must not be adopted.
+                for stale in ("shim.json", "exit.json"):
+                    (run_dir / stale).unlink(missing_ok=True)
+                rows.append(
+                    ReplicaRow(
+                        job_id=job.id,
+                        pool=pool,
+                        replica_index=index,
+                        host=LOOPBACK,
+                        port=free_port(LOOPBACK, taken),
+                        phase="planned",
+                        run_dir=str(run_dir),
+                        attempt=job.attempt,
+                    )
+                )
+        return self.jobs.add_replicas(rows)
+
+    def _prepared(self, job: CustomJobRow) -> Future[dict[int, Path]]:
+        future = self._preparing.get(job.id)
+        if future is None:
+            if self.launcher.needs_preparation(job):
+                future = self._prepare_pool.submit(self.launcher.prepare, job, self.job_dir(job))
+                future.add_done_callback(lambda _f: self.wake())
+            else:  # nothing to prepare: start now, not after a trip through the pool and another pass
+                future = Future()
+                future.set_result({})
+            self._preparing[job.id] = future
+        return future
+
+    def _start(self, job: CustomJobRow) -> bool:
+        replicas = self.jobs.replicas(job.id, job.attempt) or self._plan(job)
+        future = self._prepared(job)
+        if not future.done():
+            return True
+        try:
+            pythons = future.result()
+        except (PackageInstallError, OSError) as exc:
+            self._preparing.pop(job.id, None)
+            self._fail(job, Code.FAILED_PRECONDITION, f"The job could not be prepared: {exc}")
+            return True
+        try:
+            gang = self._gang_for(job, replicas)
+        except TaskError as exc:
+            self._preparing.pop(job.id, None)
+            self._fail(job, Code.FAILED_PRECONDITION, f"The job cannot run: {exc}")
+            return True
+        if gang is not None:
+            return self._start_gang(job, replicas, pythons, gang)
+        log_service(self.job_dir(job), "Waiting for training program to start.")
+        if not self._launch_planned(job, replicas, pythons):
+            return True
+        self._preparing.pop(job.id, None)
+        # startTime is the first entry into RUNNING, recorded with it: a crash in between must not lose it.
+        started = job.start_time or now_utc()
+        if self.jobs.transition(job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING, start_time=started):
+            crash_point("job-running")
+            if job.start_time is None:
+                self.metrics.job_started(job.create_time)
+            log_service(self.job_dir(job), "Job is running.")
+        return True
+
+    def _launch_planned(
+        self, job: CustomJobRow, replicas: list[ReplicaRow], pythons: dict[int, Path]
+    ) -> bool:
+        """Start every planned replica of the current attempt; False when one could not start."""
+        context = self.launcher.context(job, replicas)
+        for replica in replicas:
+            if replica.phase != "planned":
+                continue
+            orphan = self.backend.find(Path(replica.run_dir))
+            if orphan is not None:  # started before a crash, never recorded: adopt it, do not start twice
+                handle = orphan
+            else:
+                try:
+                    handle = self.launcher.launch(
+                        job, replica, context, pythons.get(replica.pool), self._busy_gpus()
+                    )
+                except (TaskError, LaunchError) as exc:
+                    message = f"The replica {task_name(replica)} could not start: {exc}"
+                    self._fail(job, Code.FAILED_PRECONDITION, message)
+                    return False
+            self.jobs.update_replica(
+                replica.id, phase="running", pid=handle.pid, pid_start=handle.pid_start, started_at=now_utc()
+            )
+            replica.phase = "running"
+        return True
+
+    def _busy_gpus(self) -> set[int]:
+        """GPU indices held by live replicas (recorded in their run folders); empty on GPU-less hosts."""
+        if not self.launcher.gpus:
+            return set()
+        busy: set[int] = set()
+        for run_dir in self.jobs.live_replica_dirs():
+            busy |= devices_of(Path(run_dir))
+        return busy
+
+    # -------------------------------------------------------------- RUNNING
+    def _random_preemptions(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> None:
+        """The region's random preemption rate (expected preemptions per replica-hour) for SPOT replicas."""
+        region = self.inventory.region(job.location)
+        rate = region.preemption_rate_per_hour if region is not None else 0.0
+        now = now_utc()
+        started = min((r.started_at for r in replicas if r.started_at is not None), default=None)
+        seconds = preemption_exposure(
+            now, job.attempt, self._rolled.get(job.id), started, self._watching_since
+        )
+        self._rolled[job.id] = (job.attempt, now)
+        if rate <= 0 or not is_spot(job):
+            return
+        chance = preemption_chance(rate, seconds)
+        for replica in replicas:
+            if (
+                replica.phase == "running"
+                and not replica.preempt_requested
+                and self._random.random() < chance
+            ):
+                self.jobs.update_replica(replica.id, preempt_requested=True)
+                replica.preempt_requested = True
+                log_service(
+                    self.job_dir(job), f"Random preemption of {task_name(replica)} in {job.location}."
+                )
+
+    def _watch(self, job: CustomJobRow) -> bool:
+        replicas = self.jobs.replicas(job.id, job.attempt)
+        gang = self._gang_of(replicas)
+        # Exits before preemptions: a preemption only lands when the teardown signals the replicas, so an exit
+        # seen now happened first. A job whose primary replica exited 0 just before has succeeded: it must
+        # not be restarted (or failed with a stock-out) for a reclaim that came too late.
+        if gang is None and self._poll_exits(job, replicas):
+            return True
+        self._random_preemptions(job, replicas)  # of the replicas still running
+        preempted = [r for r in replicas if r.preempt_requested and r.phase in ("planned", "running")]
+        if preempted:
+            self._preempt(job, [task_name(r) for r in preempted])
+            crash_point("preemption-decided")
+            # Delivered now (SIGTERM, then the notice), not on the next pass: a pass that starts many
+            # replicas takes seconds, and a reclaim does not wait while the job trains on.
+            return self._tear_down(job) if job.outcome is not None else True
+        if gang is not None:
+            try:
+                statuses = gang.poll_gang(self._gang_members(replicas))
+            except BackendUnavailable as exc:
+                log.warning("job %s: %s backend unavailable: %s", job.id, gang.name, exc)
+                return True
+            return self._watch_gang(job, replicas, statuses)
+        if any(r.phase == "planned" for r in replicas):  # a worker restarting on its own
+            future = self._prepared(job)
+            if future.done():
+                try:
+                    self._launch_planned(job, replicas, future.result())
+                except (PackageInstallError, OSError) as exc:
+                    self._fail(job, Code.FAILED_PRECONDITION, f"The job could not be prepared: {exc}")
+        return True
+
+    def _poll_exits(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> bool:
+        """Record the replicas that ended and act on the first that decides something; True when one did."""
+        for replica in replicas:
+            handle = _handle(replica)
+            fresh = replica.phase == "running"
+            if replica.phase in _ENDED:
+                # Its end was recorded but the server stopped before acting on it: act on it now.
+                status = ReplicaStatus(Phase(replica.phase), replica.exit_code, replica.detail or "")
+            elif handle is None or not fresh:
+                continue
+            else:
+                status = self.backend.poll(handle, Path(replica.run_dir))
+                if status.phase == Phase.RUNNING:
+                    continue
+                self._record_exit(replica, status.phase, status.exit_code, status.detail)
+                crash_point("replica-exit-recorded")
+                replica.phase = status.phase.value  # it has ended: a preemption finds nothing to stop
+            task = task_name(replica)
+            if status.phase == Phase.LOST:
+                self._lost(job, replica)
+                return True
+            if fresh:
+                log_service(self.job_dir(job), f"Task {task} completed. Exit code ({status.exit_code}).")
+            if status.exit_code != 0:
+                self._crashed(job, replica, status.exit_code or 0, status.detail)
+                return True
+            if replica.pool == 0 and replica.replica_index == 0:
+                self._decide(job, S.JOB_STATE_SUCCEEDED)
+                return True
+        return False
+
+    def _crashed(self, job: CustomJobRow, replica: ReplicaRow, code: int, detail: str) -> None:
+        task = task_name(replica)
+        reason = detail or "Error"
+        message = f"The replica {task} exited with a non-zero status of {code}. Termination reason: {reason}."
+        tail = _tail(Path(replica.run_dir) / "stderr.log")
+        if tail:
+            message += f"\n{tail}"
+        if detail == OUT_OF_MEMORY:  # the OOM killer ended it (backends/memory_limits.py)
+            message = f"The replica {task} ran out of memory and exited with a non-zero status of {code}."
+        transient = code in TRANSIENT_EXIT_CODES
+        if (
+            transient
+            and not retries_disabled(job)
+            and restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES
+        ):
+            self._restart(job, "transient", f"The replica {task} crashed ({detail or code}).")
+            return
+        self._fail(job, Code.INVALID_ARGUMENT, message)
+
+    def _lost(self, job: CustomJobRow, replica: ReplicaRow) -> None:
+        task = task_name(replica)
+        what = f"The replica {task} was lost: its process ended without reporting an exit status"
+        if retries_disabled(job):
+            self._fail(job, Code.INTERNAL, f"{what} (was it killed from outside?); retries are disabled.")
+        elif restart_whole_job_on_worker_restart(job):
+            if restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES:
+                self._restart(job, "internal", f"{what}; restartJobOnWorkerRestart is set.")
+            else:
+                self._fail(
+                    job, Code.INTERNAL, f"{what}; the job was already retried {MAX_JOB_RETRIES} times."
+                )
+        elif replica.restarts < MAX_WORKER_RESTARTS:
+            log_service(self.job_dir(job), f"{what}. Restarting it.", severity="WARNING")
+            self.metrics.replicas_restarted("worker")
+            for stale in ("shim.json", "exit.json"):
+                (Path(replica.run_dir) / stale).unlink(missing_ok=True)
+            # A new run of the same replica (same address); the lost run keeps its row, times and cost.
+            self.jobs.add_replicas(
+                [
+                    ReplicaRow(
+                        job_id=job.id,
+                        pool=replica.pool,
+                        replica_index=replica.replica_index,
+                        host=replica.host,
+                        port=replica.port,
+                        phase="planned",
+                        run_dir=replica.run_dir,
+                        attempt=replica.attempt,
+                        restarts=replica.restarts + 1,
+                    )
+                ]
+            )
+        else:
+            self._fail(
+                job, Code.INTERNAL, f"{what}, and it was already restarted {MAX_WORKER_RESTARTS} times."
+            )
+
+    def _preempt(self, job: CustomJobRow, tasks: list[str], by: str | None = None) -> None:
+        """`by`: what preempted the replicas, when it was not a Spot VM reclaim (Slurm)."""
+        notice = self.settings.preemption_notice_seconds
+        preemptions = restarts_of(job, "preemption") + 1
+        names = ", ".join(tasks)
+        what = f"{by}: {names} was preempted" if by else f"the Spot VM of {names} was preempted"
+        if retries_disabled(job) or preemptions > MAX_PREEMPTION_RESTARTS:
+            limit = (
+                "retries are disabled"
+                if retries_disabled(job)
+                else (f"it was already restarted {MAX_PREEMPTION_RESTARTS} times")
+            )
+            self._decide(
+                job,
+                S.JOB_STATE_FAILED,
+                status_dict(
+                    Code.RESOURCE_EXHAUSTED,
+                    f"STOCKOUT: {what} and {limit}. Resources are insufficient "
+                    f"in region: {job.location}. Try a different region or use a different accelerator.",
+                ),
+                grace=notice,
+                preemption=True,
+            )
+            return
+        cause = f"{by}: {names}" if by else f"Spot VM preempted: {names}"
+        self._restart(job, "preemption", f"{cause} (preemption {preemptions}).", grace=notice)
+
+    def _record_exit(self, replica: ReplicaRow, phase: Phase, code: int | None, detail: str) -> None:
+        self.jobs.update_replica(
+            replica.id, phase=phase.value, exit_code=code, detail=detail or None, ended_at=now_utc()
+        )
+
+    # -------------------------------------------------------------- teardown
+    def _tear_down(self, job: CustomJobRow) -> bool:
+        assert job.outcome is not None
+        self._preparing.pop(job.id, None)
+        replicas = self.jobs.replicas(job.id, job.attempt)
+        gang = self._gang_of(replicas)
+        if gang is not None:
+            try:
+                if self._stop_gang(job, replicas, gang):
+                    return True
+            except BackendUnavailable as exc:
+                log.warning("job %s: %s backend unavailable: %s", job.id, gang.name, exc)
+                return True
+        elif self._stop_local(job, replicas):
+            return True
+        self.launcher.remove_leftovers(job, [r for r in replicas if r.phase != "skipped"])
+        if "restart" in job.outcome:
+            self._begin_next_attempt(job)
+            return True
+        self._rolled.pop(job.id, None)
+        state = S(job.outcome["state"])
+        done = self.jobs.transition(
+            job.id,
+            ACTIVE_STATES,
+            state=state,
+            error=job.outcome.get("error"),
+            end_time=now_utc(),
+            outcome=None,
+        )
+        if done:
+            final = {
+                S.JOB_STATE_SUCCEEDED: "Job completed successfully.",
+                S.JOB_STATE_FAILED: "Job failed.",
+                S.JOB_STATE_CANCELLED: "Job was cancelled.",
+            }.get(state, f"Job ended in {state.name}.")
+            log_service(self.job_dir(job), final)
+        return False
+
+    def _stop_local(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> bool:
+        """SIGTERM to every live replica, SIGKILL after the grace; True while some still run."""
+        assert job.outcome is not None
+        alive: list[ProcessHandle] = []
+        for replica in replicas:
+            handle = _handle(replica)
+            if replica.phase == "planned":
+                self.jobs.update_replica(replica.id, phase="skipped")
+                continue
+            if handle is None or replica.phase != "running":
+                continue
+            status = self.backend.poll(handle, Path(replica.run_dir))
+            if status.phase == Phase.RUNNING:
+                alive.append(handle)
+            else:
+                self._record_exit(replica, status.phase, status.exit_code, status.detail or "stopped")
+                self._completed_before_preemption(job, replica, status)
+        if alive:
+            now = now_utc()
+            grace = float(job.outcome.get("grace", self.settings.cancel_grace_seconds))
+            if job.teardown_started is None:
+                log_service(self.job_dir(job), "Tearing down training program.")
+                for handle in alive:
+                    self.backend.signal(handle, signal.SIGTERM)
+                self.jobs.set_fields(job.id, teardown_started=now)
+            elif now - job.teardown_started > timedelta(seconds=grace):
+                for handle in alive:
+                    self.backend.signal(handle, signal.SIGKILL)
+            return True
+        return False
+
+    def _completed_before_preemption(
+        self, job: CustomJobRow, replica: ReplicaRow, status: ReplicaStatus
+    ) -> None:
+        """A preemption was decided but not delivered yet (no signal sent), and the primary replica has exited
+        0 meanwhile: the job finished before the reclaim reached it, so it succeeded (no restart, no
+        stock-out)."""
+        assert job.outcome is not None
+        if not (
+            job.teardown_started is None
+            and (job.outcome.get("restart") == "preemption" or job.outcome.get("preemption"))
+            and (replica.pool, replica.replica_index) == (0, 0)
+            and status.phase == Phase.EXITED
+            and status.exit_code == 0
+        ):
+            return
+        outcome: dict[str, Any] = {"state": int(S.JOB_STATE_SUCCEEDED), "error": None}
+        if "grace" in job.outcome:
+            outcome["grace"] = job.outcome["grace"]
+        # Not over a cancel that came meanwhile (CANCELLING): that one stands.
+        if self.jobs.transition(job.id, [S.JOB_STATE_RUNNING], outcome=outcome):
+            job.outcome = outcome
+            log_service(
+                self.job_dir(job),
+                f"Task {task_name(replica)} completed. Exit code (0). It finished before the preemption "
+                "reached it: the job succeeded.",
+            )
+
+    def _begin_next_attempt(self, job: CustomJobRow) -> None:
+        assert job.outcome is not None
+        entry = {
+            "attempt": job.attempt,
+            "kind": job.outcome["restart"],
+            "reason": job.outcome.get("reason", ""),
+            "time": format_timestamp(now_utc()),
+        }
+        moved = self.jobs.transition(
+            job.id,
+            [S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING],
+            state=S.JOB_STATE_QUEUED,
+            attempt=job.attempt + 1,
+            history=[*(job.history or []), entry],
+            outcome=None,
+            teardown_started=None,
+            zone=None,
+        )
+        if moved:
+            log_service(self.job_dir(job), f"Restarting the job: attempt {job.attempt + 2}.")
+            self.metrics.replicas_restarted(job.outcome["restart"], replica_count(job.spec))
+        elif S(self.jobs.get(job.id).state) == S.JOB_STATE_CANCELLING:  # type: ignore[union-attr]
+            self.jobs.set_fields(job.id, outcome=self._cancel_outcome())  # cancelled while restarting
+
+    # -------------------------------------------------------------- delete
+    def _finish_delete(self, job: CustomJobRow) -> None:
+        shutil.rmtree(self.job_dir(job), ignore_errors=True)
+        self.jobs.remove(job.id, finish_operation=job.delete_operation_id)

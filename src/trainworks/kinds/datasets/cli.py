@@ -1,0 +1,263 @@
+"""`trainworks datasets`: create, import into, list, describe and delete managed datasets, modelled on
+`gcloud ai datasets`.
+
+`create --csv` makes a tabular dataset from CSV objects (same header in each; `*` wildcards allowed);
+`create --jsonl` makes a text dataset and imports the JSONL objects into it (`--schema` picks image or video
+instead). The shared options, client and error handling are in `common`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from trainworks.cli.common import (
+    DEFAULT_ENDPOINT,
+    ApiKeyOpt,
+    EndpointOpt,
+    FormatOpt,
+    ProjectOpt,
+    RegionOpt,
+    exit_unless_succeeded,
+    handle_errors,
+    make_client,
+    operation_done,
+    require_region,
+)
+from trainworks.cli.render import OutputFormat, print_data, print_status
+from trainworks.client.rest import TrainworksClient
+from trainworks.kinds.custom_jobs.pool_specs import FlagError, parse_dict
+
+app = typer.Typer(
+    name="datasets",
+    no_args_is_help=True,
+    add_completion=False,
+    help="Create and manage datasets for training pipelines (like `gcloud ai datasets`).",
+)
+
+DatasetArg = Annotated[
+    str,
+    typer.Argument(metavar="DATASET", help="Dataset ID, or full name projects/P/locations/L/datasets/ID."),
+]
+SCHEMA_PREFIX = "gs://google-cloud-aiplatform/schema/dataset/metadata/"
+NON_TABULAR = ("text", "image", "video")
+
+
+def dataset_name(value: str, project: str, region: str | None) -> str:
+    """A full Dataset name, from a name or a bare ID (expanded with --project and --region)."""
+    value = value.strip().strip("/")
+    if value.startswith("projects/"):
+        if "/datasets/" not in value:
+            raise FlagError(
+                "DATASET", f"[{value}] is not a Dataset name (projects/P/locations/L/datasets/ID)"
+            )
+        return value
+    if "/" in value or not value:
+        raise FlagError("DATASET", f"[{value}] is neither a dataset ID nor a full Dataset name")
+    if not region:
+        raise FlagError("--region", f"a region is needed to expand the dataset ID [{value}]; pass --region")
+    return f"projects/{project}/locations/{region}/datasets/{value}"
+
+
+def split_uris(text: str | None) -> list[str]:
+    return [u.strip() for u in (text or "").split(",") if u.strip()]
+
+
+def _gcs_imports(jsonl: str) -> list[dict[str, Any]]:
+    """The ImportDataConfigs of a --jsonl value: one gcsSource holding all its objects."""
+    return [{"gcsSource": {"uris": split_uris(jsonl)}}]
+
+
+# ------------------------------------------------------------------ operations
+def _finish(client: TrainworksClient, op: dict[str, Any], what: str) -> dict[str, Any]:
+    """The finished operation (waiting up to 300 s if it is not done yet); its error exits 1."""
+    op = operation_done(client, op, 300.0)
+    exit_unless_succeeded(op, what, 300.0)
+    return op
+
+
+# ------------------------------------------------------------------ human output
+def print_dataset(dataset: dict[str, Any]) -> None:
+    rows = [
+        ("Name", dataset.get("name", "")),
+        ("Display name", dataset.get("displayName", "")),
+        ("Schema", dataset.get("metadataSchemaUri", "").removeprefix(SCHEMA_PREFIX)),
+        ("Items", dataset.get("dataItemCount", "0")),
+        ("Created", dataset.get("createTime", "")),
+        ("Updated", dataset.get("updateTime", "")),
+    ]
+    if dataset.get("description"):
+        rows.append(("Description", dataset["description"]))
+    if dataset.get("labels"):
+        rows.append(("Labels", ", ".join(f"{k}={v}" for k, v in sorted(dataset["labels"].items()))))
+    sources = ((dataset.get("metadata") or {}).get("inputConfig") or {}).get("gcsSource") or {}
+    if sources.get("uri"):
+        rows.append(("Sources", ", ".join(sources["uri"])))
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        typer.echo(f"{label + ':':<{width + 1}} {value}")
+
+
+def print_dataset_table(datasets: list[dict[str, Any]]) -> None:
+    if not datasets:
+        typer.echo("Listed 0 items.")
+        return
+    table = [("DATASET_ID", "DISPLAY_NAME", "SCHEMA", "ITEMS", "CREATE_TIME")]
+    for d in datasets:
+        table.append(
+            (
+                d.get("name", "").rsplit("/", 1)[-1],
+                d.get("displayName", ""),
+                d.get("metadataSchemaUri", "").removeprefix(SCHEMA_PREFIX).removesuffix(".yaml"),
+                d.get("dataItemCount", "0"),
+                d.get("createTime", ""),
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+# ------------------------------------------------------------------ commands
+@app.command()
+@handle_errors
+def create(
+    display_name: Annotated[str, typer.Option("--display-name", help="Display name of the dataset.")],
+    csv: Annotated[
+        str | None, typer.Option("--csv", help="Comma-separated gs:// CSV objects (tabular dataset).")
+    ] = None,
+    jsonl: Annotated[
+        str | None, typer.Option("--jsonl", help="Comma-separated gs:// JSONL objects (non-tabular dataset).")
+    ] = None,
+    schema: Annotated[
+        str, typer.Option("--schema", help="Kind of a --jsonl dataset: text, image or video.")
+    ] = "text",
+    description: Annotated[str, typer.Option("--description", help="Description.")] = "",
+    labels: Annotated[str | None, typer.Option("--labels", help="KEY=VALUE,... labels.")] = None,
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Create a dataset from CSV (tabular) or JSONL (text, image, video) objects in a bucket."""
+    parent = f"projects/{project}/locations/{require_region(region)}"
+    if bool(csv) == bool(jsonl):
+        raise FlagError("--csv", "give exactly one of --csv (tabular) and --jsonl (non-tabular)")
+    if jsonl and schema not in NON_TABULAR:
+        raise FlagError("--schema", f"must be one of {', '.join(NON_TABULAR)}")
+    body: dict[str, Any] = {"displayName": display_name}
+    if description:
+        body["description"] = description
+    if labels:
+        body["labels"] = parse_dict(labels, "--labels")
+    if csv:
+        body["metadataSchemaUri"] = SCHEMA_PREFIX + "tabular_1.0.0.yaml"
+        body["metadata"] = {"inputConfig": {"gcsSource": {"uri": split_uris(csv)}}}
+    else:
+        body["metadataSchemaUri"] = SCHEMA_PREFIX + f"{schema}_1.0.0.yaml"
+    with make_client(endpoint, api_key) as client:
+        op = _finish(client, client.create_dataset(parent, body), "creating the dataset")
+        dataset = {k: v for k, v in op["response"].items() if k != "@type"}
+        if jsonl:
+            op = client.import_data(dataset["name"], _gcs_imports(jsonl))
+            _finish(client, op, "importing the items")
+            dataset = client.get_dataset(dataset["name"])
+    if format != OutputFormat.human:
+        print_data(dataset, format)
+        return
+    print_status(f"Created Dataset [{dataset['name']}].")
+    print_dataset(dataset)
+
+
+@app.command("import")
+@handle_errors
+def import_(
+    dataset: DatasetArg,
+    jsonl: Annotated[str, typer.Option("--jsonl", help="Comma-separated gs:// JSONL objects to add.")],
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Add the items of JSONL objects to a non-tabular dataset."""
+    name = dataset_name(dataset, project, region)
+    with make_client(endpoint, api_key) as client:
+        _finish(client, client.import_data(name, _gcs_imports(jsonl)), f"importing into Dataset [{name}]")
+        result = client.get_dataset(name)
+    if format != OutputFormat.human:
+        print_data(result, format)
+        return
+    print_status(
+        f"Imported into Dataset [{result['name']}]: it has {result.get('dataItemCount', '0')} items."
+    )
+
+
+@app.command("list")
+@handle_errors
+def list_(
+    filter: Annotated[
+        str, typer.Option("--filter", help='AIP-160 filter, e.g. labels.team=ml or display_name:"iris*".')
+    ] = "",
+    sort_by: Annotated[
+        str, typer.Option("--sort-by", help="display_name, create_time or update_time, optionally `desc`.")
+    ] = "",
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """List datasets, newest first unless --sort-by says otherwise."""
+    parent = f"projects/{project}/locations/{require_region(region)}"
+    with make_client(endpoint, api_key) as client:
+        datasets = list(client.list_datasets(parent, filter, order_by=sort_by))
+    if format != OutputFormat.human:
+        print_data(datasets, format)
+    else:
+        print_dataset_table(datasets)
+
+
+@app.command()
+@handle_errors
+def describe(
+    dataset: DatasetArg,
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Show a dataset."""
+    name = dataset_name(dataset, project, region)
+    with make_client(endpoint, api_key) as client:
+        result = client.get_dataset(name)
+    if format != OutputFormat.human:
+        print_data(result, format)
+    else:
+        print_dataset(result)
+
+
+@app.command()
+@handle_errors
+def delete(
+    dataset: DatasetArg,
+    region: RegionOpt = None,
+    project: ProjectOpt = "default",
+    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
+    api_key: ApiKeyOpt = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Delete a dataset and the server's copy of its data."""
+    name = dataset_name(dataset, project, region)
+    with make_client(endpoint, api_key) as client:
+        op = _finish(client, client.delete_dataset(name), f"deleting Dataset [{name}]")
+    if format != OutputFormat.human:
+        print_data(op, format)
+    else:
+        print_status(f"Deleted Dataset [{name}].")
+
+
+__all__ = ["app", "dataset_name", "split_uris"]

@@ -1,0 +1,742 @@
+"""Model registry rules: upload (a new model, or a new version of one), get by version or alias, list
+models and versions, patch, alias merges, and deletion of a model or one version.
+
+Version IDs are "1", "2", ... per model and never reused. Each version may carry aliases; an alias names
+one version at a time (giving it to a version takes it from the others), and exactly one version holds
+the model-wide "default" alias, which is what a name without `@` means.
+
+Upload and deletion are long-running operations on the wire; the work is done within the request and the
+finished Operation is written in the same transaction as the change.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import ColumnElement, literal
+from sqlalchemy.exc import IntegrityError
+
+from trainworks.kernel import listing
+from trainworks.kernel.errors import (
+    ApiError,
+    FieldViolation,
+    failed_precondition,
+    invalid_argument,
+    not_found,
+)
+from trainworks.kernel.filtering import (
+    And,
+    Comparison,
+    FilterColumns,
+    FilterError,
+    Node,
+    Not,
+    Or,
+    compile_filter,
+)
+from trainworks.kernel.filtering import parse_filter as parse_aip160
+from trainworks.kernel.ids import new_numeric_id
+from trainworks.kernel.names import parent_name
+from trainworks.kernel.operations import aiplatform_type_url, operation_wire
+from trainworks.kernel.projects import Projects
+from trainworks.kernel.status import Code
+from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.kernel.wire_errors import parse_body, snake
+from trainworks.kinds.custom_jobs.validation import MAX_DISPLAY_NAME, check_labels
+from trainworks.kinds.models.artifacts import ArtifactRegistry
+from trainworks.kinds.models.store import (
+    ModelKey,
+    ModelStore,
+    delete_model_in,
+    model_in,
+    take_aliases_in,
+    versions_in,
+)
+from trainworks.kinds.models.wire import MergeVersionAliasesRequest, Model, UploadModelRequest
+from trainworks.storage.output_buckets import OutputBuckets
+from trainworks.store.tables import ModelRow, ModelVersionRow, OperationRow
+
+DEFAULT = "default"
+# UploadModelRequest.model_id: up to 63 characters of [a-z0-9_-], not starting with a digit or a hyphen.
+MODEL_ID = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
+_SERVER_ID = re.compile(r"^[0-9]{1,19}$")
+ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
+MAX_DEPLOYMENT_TIMEOUT_S = 2 * 3600
+
+MUTABLE = ("display_name", "description", "version_description", "labels", "version_aliases")
+OUTPUT_ONLY = {
+    "version_id",
+    "version_create_time",
+    "version_update_time",
+    "supported_export_formats",
+    "training_pipeline",
+    "supported_deployment_resources_types",
+    "supported_input_storage_formats",
+    "supported_output_storage_formats",
+    "create_time",
+    "update_time",
+    "deployed_models",
+    "model_source_info",
+    "original_model_info",
+    "metadata_artifact",
+    "satisfies_pzs",
+    "satisfies_pzi",
+    "checkpoints",
+}
+UNSUPPORTED = ("explanation_spec", "data_stats", "base_model_source")
+_ORDER_FIELDS = {"display_name": "display_name", "create_time": "create_time", "update_time": "update_time"}
+
+
+def model_name(project_number: str, location: str, model_id: str) -> str:
+    return f"{parent_name(project_number, location)}/models/{model_id}"
+
+
+def model_wire(model: ModelRow, version: ModelVersionRow, with_version: bool = False) -> dict[str, Any]:
+    """The Model as Get returns it; `with_version` names it `...@{versionId}` (as listVersions does)."""
+    name = model_name(model.project_number, model.location, model.model_id)
+    out: dict[str, Any] = {"name": f"{name}@{version.version_id}" if with_version else name}
+    out["versionId"] = str(version.version_id)
+    aliases = ([DEFAULT] if model.default_version == version.version_id else []) + list(version.aliases)
+    if aliases:
+        out["versionAliases"] = aliases
+    out["versionCreateTime"] = format_timestamp(version.create_time)
+    out["versionUpdateTime"] = format_timestamp(version.update_time)
+    out["displayName"] = version.display_name
+    out.update(version.spec)
+    if version.training_pipeline:
+        out["trainingPipeline"] = version.training_pipeline
+    out["createTime"] = format_timestamp(model.create_time)
+    out["updateTime"] = format_timestamp(model.update_time)
+    if version.labels:
+        out["labels"] = dict(version.labels)
+    return out
+
+
+# ---------------------------------------------------------------- request checks
+def _check_model(model: Model) -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    if not model.display_name:
+        out.append(FieldViolation("model.display_name", "Required field is not set."))
+    elif len(model.display_name) > MAX_DISPLAY_NAME:
+        out.append(FieldViolation("model.display_name", f"must be at most {MAX_DISPLAY_NAME} characters"))
+    if not model.artifact_uri and model.container_spec is None:
+        out.append(
+            FieldViolation(
+                "model.artifact_uri",
+                "Required unless model.container_spec is set: the gs:// directory that holds the model files",
+            )
+        )
+    if model.artifact_uri and not model.artifact_uri.startswith("gs://"):
+        out.append(FieldViolation("model.artifact_uri", f"{model.artifact_uri!r} is not a gs:// URI"))
+    spec = model.container_spec
+    if spec is not None:
+        if not spec.image_uri:
+            out.append(FieldViolation("model.container_spec.image_uri", "Required field is not set."))
+        for i, env in enumerate(spec.env):
+            if not env.name:
+                out.append(
+                    FieldViolation(f"model.container_spec.env[{i}].name", "Required field is not set.")
+                )
+        timeout = spec.deployment_timeout
+        if timeout is not None and not 0 <= timeout.total_seconds() <= MAX_DEPLOYMENT_TIMEOUT_S:
+            out.append(
+                FieldViolation("model.container_spec.deployment_timeout", "must be between 0s and 7200s")
+            )
+    out.extend(check_aliases(model.version_aliases, "model.version_aliases"))
+    out.extend(check_labels(dict(model.labels), "model.labels"))
+    for name in UNSUPPORTED:
+        if getattr(model, name) is not None:
+            out.append(FieldViolation(f"model.{name}", "is not supported by Trainworks"))
+    return out
+
+
+def check_aliases(aliases: list[str], path: str, allow_removal: bool = False) -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(aliases):
+        alias = raw[1:] if allow_removal and raw.startswith("-") else raw
+        where = f"{path}[{i}]"
+        if not ALIAS.fullmatch(alias):
+            out.append(
+                FieldViolation(
+                    where,
+                    f"invalid alias {raw!r}: an alias is 2 to 128 characters matching "
+                    "[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]",
+                )
+            )
+        elif alias in seen:
+            out.append(FieldViolation(where, f"the alias {alias!r} is given more than once"))
+        seen.add(alias)
+    return out
+
+
+def _reject_state(node: Node) -> None:
+    """Models have no state: say so rather than compile a filter on a column they lack."""
+    if isinstance(node, And | Or):
+        for child in node.operands:
+            _reject_state(child)
+    elif isinstance(node, Not):
+        _reject_state(node.operand)
+    elif isinstance(node, Comparison) and node.field[0] == "state":
+        raise FilterError("models have no 'state'; filter on model, display_name, create_time or labels")
+
+
+def _model_filter(filter_text: str, versions: bool) -> ColumnElement[bool] | None:
+    if not filter_text.strip():
+        return None
+    try:
+        _reject_state(parse_aip160(filter_text))
+        return compile_filter(
+            filter_text,
+            FilterColumns(
+                display_name=ModelVersionRow.display_name,
+                state=literal(0),
+                create_time=ModelVersionRow.create_time if versions else ModelRow.create_time,
+                labels=ModelVersionRow.labels,
+                extra={"model": ModelRow.model_id},
+            ),
+            {},
+        )
+    except FilterError as exc:
+        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+
+
+def _order(order_by: str, versions: bool) -> list[Any]:
+    """`display_name desc, create_time` as SQL order terms (version times for listVersions)."""
+    columns = {
+        "display_name": ModelVersionRow.display_name,
+        "create_time": ModelVersionRow.create_time if versions else ModelRow.create_time,
+        "update_time": ModelVersionRow.update_time if versions else ModelRow.update_time,
+    }
+    out: list[Any] = []
+    for part in (p.strip() for p in order_by.split(",")):
+        if not part:
+            continue
+        words = part.split()
+        field = _ORDER_FIELDS.get(snake(words[0]))
+        direction = words[1].lower() if len(words) > 1 else "asc"
+        if field is None or len(words) > 2 or direction not in ("asc", "desc"):
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "order_by",
+                        f"cannot order by {part!r}: use display_name, create_time or update_time, "
+                        "each optionally followed by desc",
+                    )
+                ]
+            )
+        column = columns[field]
+        out.append(column.desc() if direction == "desc" else column.asc())
+    return out
+
+
+def _offset_token(offset: int, fingerprint: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"o": offset, "f": fingerprint}).encode()).decode()
+
+
+def _read_offset_token(token: str, fingerprint: str) -> int:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        offset, fp = int(data["o"]), data["f"]
+        if not 0 <= offset < 2**31:
+            raise ValueError("offset out of range")
+    except (ValueError, KeyError, TypeError):
+        raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
+    if fp != fingerprint:
+        raise invalid_argument(
+            [FieldViolation("page_token", "the page token was issued for a different filter or order_by")]
+        )
+    return offset
+
+
+class ModelService:
+    def __init__(
+        self,
+        store: ModelStore,
+        projects: Projects,
+        artifacts: ArtifactRegistry,
+        output_buckets: OutputBuckets | None = None,  # a model is never read from another project's bucket
+    ) -> None:
+        self.output_buckets = output_buckets
+        self.store = store
+        self.projects = projects
+        self.artifacts = artifacts
+
+    # ------------------------------------------------------------ names
+    def _key(self, project: str, location: str, ref: str) -> tuple[ModelKey, str | None]:
+        """The model a path segment names (`ID`, `ID@VERSION` or `ID@ALIAS`) and its selector."""
+        number = self.projects.number(project, location)
+        model_id, at, selector = ref.partition("@")
+        if not (MODEL_ID.fullmatch(model_id) or _SERVER_ID.fullmatch(model_id)):
+            raise not_found(f"Model {model_name(number, location, model_id)!r}")
+        if at and not selector:
+            raise invalid_argument([FieldViolation("name", "a version or alias must follow '@'")])
+        return ModelKey(number, location, model_id), (selector if at else None)
+
+    def _parent_key(self, number: str, location: str, parent_model: str) -> ModelKey:
+        parts = parent_model.strip("/").split("/")
+        shape_ok = (
+            len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations" and parts[4] == "models"
+        )
+        if not shape_ok or "@" in parts[5]:
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "parent_model",
+                        f"{parent_model!r} is not a model name (projects/P/locations/L/models/M, no @)",
+                    )
+                ]
+            )
+        if parts[3] != location or self.projects.number(parts[1]) != number:
+            raise invalid_argument(
+                [FieldViolation("parent_model", "the parent model must be in the same project and location")]
+            )
+        return ModelKey(number, location, parts[5])
+
+    def _resolve(self, key: ModelKey, selector: str | None) -> tuple[ModelRow, ModelVersionRow]:
+        with self.store.transaction() as session:
+            return self._resolve_in(session, key, selector)
+
+    def _resolve_in(
+        self, session: Any, key: ModelKey, selector: str | None, lock: bool = False
+    ) -> tuple[ModelRow, ModelVersionRow]:
+        name = model_name(key.project_number, key.location, key.model_id)
+        model = model_in(session, key, lock=lock)
+        if model is None:
+            raise not_found(f"Model {name!r}")
+        versions = versions_in(session, key)
+        if selector is None or selector == DEFAULT:
+            wanted = [v for v in versions if v.version_id == model.default_version]
+        elif selector.isdigit():
+            wanted = [v for v in versions if v.version_id == int(selector)]
+        else:
+            wanted = [v for v in versions if selector in v.aliases]
+        if not wanted:
+            kind = "version" if selector and selector.isdigit() else "alias"
+            raise not_found(f"Model version {name}@{selector} (no {kind} {selector!r} in this model)")
+        return model, wanted[0]
+
+    # ------------------------------------------------------------ upload
+    def upload(self, project: str, location: str, body: Any, api_version: str = "v1") -> dict[str, Any]:
+        """models:upload: registers the version and answers with its finished Operation."""
+        request = parse_body(UploadModelRequest, body)
+        if request.model is None:
+            raise invalid_argument([FieldViolation("model", "Required field is not set.")])
+
+        def make_op(key: ModelKey, version_id: int) -> OperationRow:
+            response = {
+                "@type": aiplatform_type_url("UploadModelResponse", api_version),
+                "model": model_name(key.project_number, key.location, key.model_id),
+                "modelVersionId": str(version_id),
+            }
+            return self._done_operation(
+                key, "upload_model", "UploadModelOperationMetadata", api_version, response
+            )
+
+        *_, op = self._register(
+            project,
+            location,
+            request.model,
+            parent_model=request.parent_model or None,
+            model_id=request.model_id or None,
+            training_pipeline=None,
+            make_op=make_op,
+        )
+        assert op is not None
+        return operation_wire(op)
+
+    def upload_version(
+        self,
+        project: str,
+        location: str,
+        model: dict[str, Any],
+        *,
+        parent_model: str | None = None,
+        model_id: str | None = None,
+        training_pipeline: str | None = None,
+    ) -> tuple[str, str]:
+        """Validate, copy and register `model` (a wire Model dict); (model name without @, version ID)."""
+        parsed = parse_body(Model, model, "model")
+        name, version, _ = self._register(
+            project,
+            location,
+            parsed,
+            parent_model=parent_model,
+            model_id=model_id,
+            training_pipeline=training_pipeline,
+            make_op=None,
+        )
+        return name, version
+
+    def _register(
+        self,
+        project: str,
+        location: str,
+        model: Model,
+        *,
+        parent_model: str | None,
+        model_id: str | None,
+        training_pipeline: str | None,
+        make_op: Callable[[ModelKey, int], OperationRow] | None,
+    ) -> tuple[str, str, OperationRow | None]:
+        violations = _check_model(model)
+        if model_id is not None and not MODEL_ID.fullmatch(model_id):
+            violations.append(
+                FieldViolation(
+                    "model_id",
+                    f"invalid model ID {model_id!r}: up to 63 characters of [a-z0-9_-], "
+                    "not starting with a digit or a hyphen",
+                )
+            )
+        if violations:
+            raise invalid_argument(violations)
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "model", {"artifactUri": model.artifact_uri})
+        number = self.projects.number(project, location)
+        if parent_model:
+            key = self._parent_key(number, location, parent_model)
+            if model_id is not None and model_id != key.model_id:
+                raise invalid_argument(
+                    [FieldViolation("model_id", "must be empty (or the parent model's ID) with parent_model")]
+                )
+            if self.store.model(key) is None:
+                raise not_found(f"Model {model_name(number, location, key.model_id)!r} (parent_model)")
+            new = False
+        else:
+            key = ModelKey(number, location, model_id or str(new_numeric_id()))
+            if self.store.model(key) is not None:
+                raise _already_exists(key)
+            new = True
+        copied = (
+            self.artifacts.register(model.artifact_uri, number, location, key.model_id)
+            if model.artifact_uri
+            else None
+        )
+        spec = model.user_fields()
+        spec.pop("displayName", None)  # a column: list filters and sorts on it
+        aliases = list(dict.fromkeys(a for a in model.version_aliases if a != DEFAULT))
+        op: OperationRow | None = None
+        try:
+            with self.store.transaction() as session:
+                now = now_utc()
+                if new:
+                    row = ModelRow(
+                        project_number=number,
+                        location=location,
+                        model_id=key.model_id,
+                        next_version=2,
+                        default_version=1,
+                        create_time=now,
+                        update_time=now,
+                    )
+                    session.add(row)
+                    session.flush()  # a model ID taken meanwhile fails here
+                    version_id = 1
+                else:
+                    found = model_in(session, key, lock=True)
+                    if found is None:
+                        raise not_found(
+                            f"Model {model_name(number, location, key.model_id)!r} (parent_model)"
+                        )
+                    version_id = found.next_version
+                    found.next_version = version_id + 1
+                    found.update_time = now
+                    if DEFAULT in model.version_aliases:
+                        found.default_version = version_id
+                take_aliases_in(session, key, aliases, version_id)
+                session.add(
+                    ModelVersionRow(
+                        project_number=number,
+                        location=location,
+                        model_id=key.model_id,
+                        version_id=version_id,
+                        display_name=model.display_name,
+                        aliases=aliases,
+                        spec=spec,
+                        labels=dict(model.labels),
+                        artifact_path=str(copied.path) if copied else None,
+                        artifact_format=copied.format if copied else None,
+                        training_pipeline=training_pipeline,
+                        create_time=now,
+                        update_time=now,
+                    )
+                )
+                if make_op is not None:
+                    op = make_op(key, version_id)
+                    session.add(op)
+        except IntegrityError:
+            self.artifacts.remove(copied.path if copied else None)
+            raise _already_exists(key) from None
+        except BaseException:
+            self.artifacts.remove(copied.path if copied else None)
+            raise
+        return model_name(number, location, key.model_id), str(version_id), op
+
+    def _done_operation(
+        self,
+        key: ModelKey,
+        kind: str,
+        metadata_type: str,
+        api_version: str,
+        response: dict[str, Any],
+    ) -> OperationRow:
+        """A finished Operation under the model, written with the change it reports."""
+        now = now_utc()
+        stamp = now.isoformat()
+        return OperationRow(
+            id=new_numeric_id(),
+            project_number=key.project_number,
+            location=key.location,
+            resource=f"models/{key.model_id}",
+            kind=kind,
+            metadata_={
+                "@type": aiplatform_type_url(metadata_type, api_version),
+                "genericMetadata": {"createTime": stamp, "updateTime": stamp},
+            },
+            done=True,
+            response=response,
+            error=None,
+            create_time=now,
+            update_time=now,
+        )
+
+    # ------------------------------------------------------------ read
+    def get(self, project: str, location: str, ref: str) -> dict[str, Any]:
+        key, selector = self._key(project, location, ref)
+        return model_wire(*self._resolve(key, selector))
+
+    def list(
+        self,
+        project: str,
+        location: str,
+        page_size: int,
+        page_token: str,
+        filter_text: str,
+        order_by: str,
+        read_mask: str,
+    ) -> dict[str, Any]:
+        """One entry per model: its default version."""
+        size = listing.page_size(page_size)
+        where = _model_filter(filter_text, versions=False)
+        order = _order(order_by, versions=False)
+        fingerprint = listing.fingerprint(f"{filter_text}\n{order_by}")
+        offset = _read_offset_token(page_token, fingerprint) if page_token else 0
+        number = self.projects.number(project, location)
+        rows = self.store.page_models(number, location, where, order, offset, size + 1)
+        return self._page(rows, size, offset, fingerprint, read_mask, with_version=False)
+
+    def list_versions(
+        self,
+        project: str,
+        location: str,
+        ref: str,
+        page_size: int,
+        page_token: str,
+        filter_text: str,
+        order_by: str,
+        read_mask: str,
+    ) -> dict[str, Any]:
+        key, selector = self._key(project, location, ref)
+        if selector is not None:
+            raise invalid_argument(
+                [FieldViolation("name", "name the model without @version to list versions")]
+            )
+        size = listing.page_size(page_size)
+        where = _model_filter(filter_text, versions=True)
+        order = _order(order_by, versions=True)
+        fingerprint = listing.fingerprint(f"{filter_text}\n{order_by}")
+        offset = _read_offset_token(page_token, fingerprint) if page_token else 0
+        if self.store.model(key) is None:
+            raise not_found(f"Model {model_name(key.project_number, key.location, key.model_id)!r}")
+        rows = self.store.page_versions(key, where, order, offset, size + 1)
+        return self._page(rows, size, offset, fingerprint, read_mask, with_version=True)
+
+    @staticmethod
+    def _page(
+        rows: list[tuple[ModelRow, ModelVersionRow]],
+        size: int,
+        offset: int,
+        fingerprint: str,
+        read_mask: str,
+        with_version: bool,
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if rows:  # proto3 JSON omits an empty repeated field
+            out["models"] = [
+                listing.apply_read_mask(model_wire(m, v, with_version), read_mask) for m, v in rows[:size]
+            ]
+        if len(rows) > size:
+            out["nextPageToken"] = _offset_token(offset + size, fingerprint)
+        return out
+
+    # ------------------------------------------------------------ change
+    def update(self, project: str, location: str, ref: str, body: Any, update_mask: str) -> dict[str, Any]:
+        """PATCH: the mutable fields named in `update_mask` of the version `ref` names (default: default)."""
+        key, selector = self._key(project, location, ref)
+        model = parse_body(Model, body if body is not None else {}, "model")
+        paths = [snake(p.strip()) for p in update_mask.split(",") if p.strip()]
+        if not paths:
+            raise invalid_argument([FieldViolation("update_mask", "Required field is not set.")])
+        violations: list[FieldViolation] = []
+        for path in paths:
+            top = path.split(".")[0]
+            if top in MUTABLE and path == top:
+                continue
+            if top in MUTABLE:
+                violations.append(FieldViolation("update_mask", f"{path!r}: update {top} as a whole"))
+            elif top in OUTPUT_ONLY or top == "name":
+                violations.append(FieldViolation(f"model.{top}", "is output only and cannot be updated"))
+            elif top in Model.model_fields:
+                violations.append(
+                    FieldViolation(
+                        f"model.{top}",
+                        "is immutable: it cannot be changed after upload; upload a new version instead",
+                    )
+                )
+            else:
+                violations.append(FieldViolation("update_mask", f"{path!r} is not a field of Model"))
+        if "display_name" in paths and not model.display_name:
+            violations.append(FieldViolation("model.display_name", "Required field is not set."))
+        if "labels" in paths:
+            violations.extend(check_labels(dict(model.labels), "model.labels"))
+        if "version_aliases" in paths:
+            violations.extend(check_aliases(model.version_aliases, "model.version_aliases"))
+        if violations:
+            raise invalid_argument(violations)
+        with self.store.transaction() as session:
+            row, version = self._resolve_in(session, key, selector, lock=True)
+            now = now_utc()
+            if "display_name" in paths:
+                version.display_name = model.display_name
+            spec = dict(version.spec)
+            for field, value in (
+                ("description", model.description),
+                ("version_description", model.version_description),
+            ):
+                if field in paths:
+                    camel = "versionDescription" if field == "version_description" else field
+                    if value:
+                        spec[camel] = value
+                    else:
+                        spec.pop(camel, None)
+            version.spec = spec
+            if "labels" in paths:
+                version.labels = dict(model.labels)
+            if "version_aliases" in paths:
+                self._set_aliases(session, key, row, version, model.version_aliases)
+            version.update_time = now
+            row.update_time = now
+            return model_wire(row, version)
+
+    def _set_aliases(
+        self, session: Any, key: ModelKey, row: ModelRow, version: ModelVersionRow, aliases: list[str]
+    ) -> None:
+        """Give `version` exactly `aliases`; the ones other versions held move here."""
+        if DEFAULT in aliases:
+            row.default_version = version.version_id
+        elif row.default_version == version.version_id:
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "model.version_aliases",
+                        f"version {version.version_id} holds the model's default alias, which cannot be "
+                        "removed: give 'default' to another version instead",
+                    )
+                ]
+            )
+        others = list(dict.fromkeys(a for a in aliases if a != DEFAULT))
+        take_aliases_in(session, key, others, version.version_id)
+        version.aliases = others
+
+    def merge_aliases(self, project: str, location: str, ref: str, body: Any) -> dict[str, Any]:
+        """:mergeVersionAliases: `alias` adds (moving it from another version), `-alias` removes."""
+        key, selector = self._key(project, location, ref)
+        request = parse_body(MergeVersionAliasesRequest, body if body is not None else {})
+        violations = check_aliases(request.version_aliases, "version_aliases", allow_removal=True)
+        if not request.version_aliases:
+            violations.append(FieldViolation("version_aliases", "Required field is not set."))
+        if f"-{DEFAULT}" in request.version_aliases:
+            violations.append(
+                FieldViolation("version_aliases", "the default alias cannot be removed; move it instead")
+            )
+        if violations:
+            raise invalid_argument(violations)
+        with self.store.transaction() as session:
+            row, version = self._resolve_in(session, key, selector, lock=True)
+            current = ([DEFAULT] if row.default_version == version.version_id else []) + list(version.aliases)
+            removed = {a[1:] for a in request.version_aliases if a.startswith("-")}
+            added = [a for a in request.version_aliases if not a.startswith("-")]
+            merged = [a for a in dict.fromkeys([*current, *added]) if a not in removed]
+            self._set_aliases(session, key, row, version, merged)
+            now = now_utc()
+            version.update_time = now
+            row.update_time = now
+            return model_wire(row, version)
+
+    # ------------------------------------------------------------ delete
+    def delete(self, project: str, location: str, ref: str, api_version: str = "v1") -> dict[str, Any]:
+        """Delete the model, all its versions and their registry copies; a finished Operation."""
+        key, selector = self._key(project, location, ref)
+        if selector is not None:
+            raise invalid_argument(
+                [
+                    FieldViolation(
+                        "name", "name the model without @version; use :deleteVersion for one version"
+                    )
+                ]
+            )
+        with self.store.transaction() as session:
+            if model_in(session, key, lock=True) is None:
+                raise not_found(f"Model {model_name(key.project_number, key.location, key.model_id)!r}")
+            paths = delete_model_in(session, key)
+            op = self._empty_operation(key, "delete_model", api_version)
+            session.add(op)
+        for path in paths:
+            self.artifacts.remove(path)
+        return operation_wire(op)
+
+    def delete_version(
+        self, project: str, location: str, ref: str, api_version: str = "v1"
+    ) -> dict[str, Any]:
+        """Delete one version; the default version goes only when it is the last (and the model with it)."""
+        key, selector = self._key(project, location, ref)
+        if selector is None:
+            raise invalid_argument(
+                [FieldViolation("name", "name a version: MODEL@VERSION_ID or MODEL@ALIAS")]
+            )
+        with self.store.transaction() as session:
+            row, version = self._resolve_in(session, key, selector, lock=True)
+            count = len(versions_in(session, key))
+            if version.version_id == row.default_version and count > 1:
+                raise failed_precondition(
+                    f"Version {version.version_id} is the default version of the model "
+                    f"{model_name(key.project_number, key.location, key.model_id)}; give the 'default' alias "
+                    "to another version before deleting it."
+                )
+            if count == 1:
+                paths = delete_model_in(session, key)
+            else:
+                paths = [version.artifact_path] if version.artifact_path else []
+                session.delete(version)
+                row.update_time = now_utc()
+            op = self._empty_operation(key, "delete_model_version", api_version)
+            session.add(op)
+        for path in paths:
+            self.artifacts.remove(path)
+        return operation_wire(op)
+
+    def _empty_operation(self, key: ModelKey, kind: str, api_version: str) -> OperationRow:
+        empty = {"@type": "type.googleapis.com/google.protobuf.Empty"}
+        return self._done_operation(key, kind, "DeleteOperationMetadata", api_version, empty)
+
+
+def _already_exists(key: ModelKey) -> ApiError:
+    name = model_name(key.project_number, key.location, key.model_id)
+    return ApiError(Code.ALREADY_EXISTS, f"Model {name} already exists.", reason="ALREADY_EXISTS")
+
+
+__all__ = ["ALIAS", "DEFAULT", "MODEL_ID", "ModelService", "check_aliases", "model_name", "model_wire"]

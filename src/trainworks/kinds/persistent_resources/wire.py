@@ -1,0 +1,120 @@
+"""Wire models of PersistentResource and its parts (google.cloud.aiplatform.v1.PersistentResource)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainworks.kernel.status import Status
+from trainworks.kernel.wire import Int64, ProtoEnum, Timestamp, WireModel, enum_field
+from trainworks.kinds.custom_jobs.wire import Bool, DiskSpec, EncryptionSpec, MachineSpec, PscInterfaceConfig
+
+
+class PersistentResourceState(ProtoEnum):
+    STATE_UNSPECIFIED = 0
+    PROVISIONING = 1
+    RUNNING = 3
+    STOPPING = 4
+    ERROR = 5
+    REBOOTING = 6
+    UPDATING = 7
+
+
+class AutoscalingSpec(WireModel):
+    # Both are proto3 `optional int64`: presence matters, so None (absent) differs from "0".
+    min_replica_count: Int64 | None = None
+    max_replica_count: Int64 | None = None
+
+
+class ResourcePool(WireModel):
+    id: str = ""
+    machine_spec: MachineSpec | None = None
+    replica_count: Int64 | None = None  # `optional int64`
+    disk_spec: DiskSpec | None = None
+    used_replica_count: Int64 = 0  # OUTPUT_ONLY
+    autoscaling_spec: AutoscalingSpec | None = None
+
+
+class ServiceAccountSpec(WireModel):
+    enable_custom_service_account: Bool = False
+    service_account: str = ""
+
+
+class RayMetricSpec(WireModel):
+    disabled: Bool = False
+
+
+class RayLogsSpec(WireModel):
+    disabled: Bool = False
+
+
+class RaySpec(WireModel):
+    image_uri: str = ""
+    resource_pool_images: dict[str, str] = {}
+    head_node_resource_pool_id: str = ""
+    ray_metric_spec: RayMetricSpec | None = None
+    ray_logs_spec: RayLogsSpec | None = None
+
+
+class ResourceRuntimeSpec(WireModel):
+    service_account_spec: ServiceAccountSpec | None = None
+    ray_spec: RaySpec | None = None
+
+
+class ResourceRuntime(WireModel):
+    access_uris: dict[str, str] = {}
+
+
+class PersistentResource(WireModel):
+    name: str = ""
+    display_name: str = ""
+    resource_pools: list[ResourcePool] = []
+    state: enum_field(PersistentResourceState) = PersistentResourceState.STATE_UNSPECIFIED  # type: ignore[valid-type]
+    error: Status | None = None
+    create_time: Timestamp | None = None
+    start_time: Timestamp | None = None
+    update_time: Timestamp | None = None
+    labels: dict[str, str] = {}
+    network: str = ""
+    psc_interface_config: PscInterfaceConfig | None = None
+    encryption_spec: EncryptionSpec | None = None
+    resource_runtime_spec: ResourceRuntimeSpec | None = None
+    resource_runtime: ResourceRuntime | None = None
+    reserved_ip_ranges: list[str] = []
+
+
+# `name` is IMMUTABLE rather than OUTPUT_ONLY, but the ID comes from `persistentResourceId`: a name sent on
+# create is ignored like the output-only fields.
+OUTPUT_ONLY_FIELDS = frozenset(
+    {"name", "state", "error", "create_time", "start_time", "update_time", "resource_runtime"}
+)
+
+
+def strip_output_only(resource: PersistentResource) -> PersistentResource:
+    """Output-only fields sent on create or update are ignored (usedReplicaCount inside each pool too)."""
+    kept: dict[str, Any] = {
+        k: getattr(resource, k) for k in resource.model_fields_set if k not in OUTPUT_ONLY_FIELDS
+    }
+    if "resource_pools" in kept:
+        kept["resource_pools"] = [
+            pool.model_copy(update={"used_replica_count": 0}) for pool in resource.resource_pools
+        ]
+    return PersistentResource.model_validate(kept)
+
+
+def input_dict(resource: PersistentResource) -> dict[str, Any]:
+    """The user-settable part of a resource as canonical JSON (what is stored and echoed back)."""
+    out = strip_output_only(resource).to_wire()
+    for pool in out.get("resourcePools", []):
+        pool.pop("usedReplicaCount", None)
+    return out
+
+
+__all__ = [
+    "AutoscalingSpec",
+    "PersistentResource",
+    "PersistentResourceState",
+    "ResourcePool",
+    "ResourceRuntimeSpec",
+    "input_dict",
+    "strip_output_only",
+]

@@ -1,0 +1,225 @@
+"""TrainingPipeline rules: create, get, list, cancel and delete. The controller
+(kinds/training_pipelines/controller.py) runs what create stores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import ColumnElement
+
+from trainworks.jobs.enums import PipelineState
+from trainworks.jobs.lifecycle import request_delete
+from trainworks.kernel import listing
+from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument, not_found
+from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
+from trainworks.kernel.ids import new_numeric_id
+from trainworks.kernel.names import custom_job_name, numeric_id, parent_name
+from trainworks.kernel.operations import OperationService
+from trainworks.kernel.projects import Projects
+from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.kernel.wire_errors import parse_body
+from trainworks.kinds.custom_jobs.service import CustomJobService
+from trainworks.kinds.datasets.service import DatasetService
+from trainworks.kinds.training_pipelines.store import TrainingPipelineStore
+from trainworks.kinds.training_pipelines.validation import validate_training_pipeline
+from trainworks.kinds.training_pipelines.wire import TrainingPipeline, input_dict
+from trainworks.storage.output_buckets import OutputBuckets
+from trainworks.store.tables import TrainingPipelineRow
+
+P = PipelineState
+STATE_NAMES = {s.name: int(s) for s in PipelineState}
+ACTIVE = (P.PIPELINE_STATE_QUEUED, P.PIPELINE_STATE_PENDING, P.PIPELINE_STATE_RUNNING)
+TERMINAL = (P.PIPELINE_STATE_SUCCEEDED, P.PIPELINE_STATE_FAILED, P.PIPELINE_STATE_CANCELLED)
+
+
+def pipeline_name(project_number: str, location: str, pipeline_id: int) -> str:
+    return f"{parent_name(project_number, location)}/trainingPipelines/{pipeline_id}"
+
+
+def tuning_job_name(project_number: str, location: str, job_id: int) -> str:
+    return f"{parent_name(project_number, location)}/hyperparameterTuningJobs/{job_id}"
+
+
+def backing_name(row: TrainingPipelineRow) -> str | None:
+    if row.backing_id is None:
+        return None
+    if row.backing_kind == "tuning":
+        return tuning_job_name(row.project_number, row.location, row.backing_id)
+    return custom_job_name(row.project_number, row.location, row.backing_id)
+
+
+def pipeline_wire(row: TrainingPipelineRow) -> dict[str, Any]:
+    """Canonical proto3 JSON of a stored pipeline."""
+    out: dict[str, Any] = {"name": pipeline_name(row.project_number, row.location, row.id)}
+    out.update(row.spec)
+    backing = backing_name(row)
+    if backing is not None:
+        key = "backingHyperparameterTuningJob" if row.backing_kind == "tuning" else "backingCustomJob"
+        out["trainingTaskMetadata"] = {key: backing}
+    if row.model and "modelToUpload" in out:
+        out["modelToUpload"] = {
+            **out["modelToUpload"],
+            "name": row.model["name"],
+            "versionId": row.model["versionId"],
+        }
+    out["state"] = P(row.state).name
+    out["createTime"] = format_timestamp(row.create_time)
+    if row.start_time:
+        out["startTime"] = format_timestamp(row.start_time)
+    if row.end_time:
+        out["endTime"] = format_timestamp(row.end_time)
+    out["updateTime"] = format_timestamp(row.update_time)
+    if row.error:
+        out["error"] = row.error
+    return out
+
+
+def pipeline_filter(filter_text: str) -> ColumnElement[bool] | None:
+    """A trainingPipelines list filter (AIP-160): the job fields plus `training_task_definition`."""
+    table = TrainingPipelineRow
+    try:
+        return compile_filter(
+            filter_text,
+            FilterColumns(
+                display_name=table.display_name,
+                state=table.state,
+                create_time=table.create_time,
+                labels=table.labels,
+                extra={"training_task_definition": table.spec["trainingTaskDefinition"].as_string()},
+            ),
+            STATE_NAMES,
+        )
+    except FilterError as exc:
+        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+
+
+class TrainingPipelineService:
+    def __init__(
+        self,
+        store: TrainingPipelineStore,
+        projects: Projects,
+        operations: OperationService,
+        wake: Callable[[], None] = lambda: None,
+        custom_jobs: CustomJobService | None = None,  # the persistent-resource check of the task's job spec
+        datasets: DatasetService | None = None,  # checks inputDataConfig
+        output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places it names
+    ) -> None:
+        self.output_buckets = output_buckets
+        self.store = store
+        self.projects = projects
+        self.operations = operations
+        self.wake = wake
+        self.custom_jobs = custom_jobs
+        self.datasets = datasets
+
+    def create(self, project: str, location: str, body: Any) -> dict[str, Any]:
+        pipeline = parse_body(TrainingPipeline, body, "training_pipeline")
+        number = self.projects.number(project, location)
+        check = self.custom_jobs.persistent_resource_check(project, location) if self.custom_jobs else None
+
+        def same_parent(other_project: str, other_location: str) -> bool:
+            return other_location == location and self.projects.number(other_project) == number
+
+        checked = validate_training_pipeline(pipeline, check, same_parent)
+        if checked.violations:
+            raise invalid_argument(checked.violations)
+        spec = input_dict(pipeline)
+        spec["trainingTaskInputs"] = checked.inputs
+        config = spec.get("inputDataConfig")
+        if config is not None:
+            if self.datasets is None:
+                raise invalid_argument(
+                    [
+                        FieldViolation(
+                            "training_pipeline.input_data_config", "managed datasets are not available"
+                        )
+                    ]
+                )
+            self.datasets.check_input_data_config(project, location, config)
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, "training_pipeline", spec)
+        now = now_utc()
+        row = TrainingPipelineRow(
+            id=new_numeric_id(),
+            project_number=number,
+            location=location,
+            display_name=pipeline.display_name,
+            state=int(P.PIPELINE_STATE_QUEUED),
+            spec=spec,
+            labels=dict(pipeline.labels),
+            backing_kind=checked.kind,
+            create_time=now,
+            update_time=now,
+        )
+        self.store.insert(row)
+        self.wake()
+        return pipeline_wire(row)
+
+    def find(self, project: str, location: str, pipeline_id: str) -> TrainingPipelineRow:
+        pid = numeric_id(pipeline_id, "TrainingPipeline")
+        number = self.projects.number(project, location)
+        row = self.store.get(pid, number, location)
+        if row is None:
+            raise not_found(f"TrainingPipeline {pipeline_name(number, location, pid)}")
+        return row
+
+    def get(self, project: str, location: str, pipeline_id: str) -> dict[str, Any]:
+        return pipeline_wire(self.find(project, location, pipeline_id))
+
+    def list(
+        self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
+    ) -> dict[str, Any]:
+        size = listing.page_size(page_size)
+        where = pipeline_filter(filter_text)
+        fingerprint = listing.fingerprint(filter_text)
+        after = listing.read_page_token(page_token, fingerprint) if page_token else None
+        number = self.projects.number(project, location)
+        rows = self.store.page(number, location, where, after, size + 1)
+        out: dict[str, Any] = {}
+        if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
+            out["trainingPipelines"] = [
+                listing.apply_read_mask(pipeline_wire(r), read_mask) for r in rows[:size]
+            ]
+        if len(rows) > size:
+            last = rows[size - 1]
+            out["nextPageToken"] = listing.page_token(last.create_time, last.id, fingerprint)
+        return out
+
+    def cancel(self, project: str, location: str, pipeline_id: str) -> None:
+        """CANCELLING now; the controller cancels the backing job and ends the pipeline CANCELLED."""
+        while True:
+            row = self.find(project, location, pipeline_id)
+            state = P(row.state)
+            if state in TERMINAL:
+                raise failed_precondition(
+                    f"The TrainingPipeline {pipeline_id} is already finished ({state.name}) and cannot be "
+                    "cancelled."
+                )
+            if state == P.PIPELINE_STATE_CANCELLING:
+                return
+            if self.store.transition(row.id, ACTIVE, state=P.PIPELINE_STATE_CANCELLING):  # type: ignore[arg-type]
+                self.wake()
+                return
+            # It moved on meanwhile: answer from its new state.
+
+    def delete(
+        self, project: str, location: str, pipeline_id: str, api_version: str = "v1"
+    ) -> dict[str, Any]:
+        row = self.find(project, location, pipeline_id)
+        if P(row.state) not in TERMINAL:
+            raise failed_precondition(
+                f"The TrainingPipeline {pipeline_id} is {P(row.state).name}; cancel it and wait for it to "
+                "finish before deleting it."
+            )
+        op = request_delete(
+            self.store,
+            self.operations,
+            row,
+            "TrainingPipeline",
+            pipeline_id,
+            "trainingPipelines",
+            api_version,
+        )
+        self.wake()
+        return op

@@ -1,0 +1,177 @@
+"""Wire models of TrainingPipeline and InputDataConfig (google.cloud.aiplatform.v1).
+
+Field names follow `aiplatform_v1.TrainingPipeline` and `aiplatform_v1.InputDataConfig`. The task inputs
+(`trainingTaskInputs`, a google.protobuf.Value) are kept as JSON here and parsed by the definition's own
+model (CustomJobSpec, or the tuning task's fields) in kinds/training_pipelines/validation.py.
+`modelToUpload` is a Model: it is kept as JSON with its keys in canonical camelCase and handed to the model
+registry, which checks it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from trainworks.jobs.enums import PipelineState
+from trainworks.kernel.status import Status
+from trainworks.kernel.wire import Timestamp, WireModel, enum_field
+from trainworks.kinds.custom_jobs.wire import Bool, EncryptionSpec
+from trainworks.kinds.tuning_jobs.wire import Double
+
+CUSTOM_TASK = "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
+TUNING_TASK = (
+    "gs://google-cloud-aiplatform/schema/trainingjob/definition/hyperparameter_tuning_task_1.0.0.yaml"
+)
+TASK_DEFINITIONS = {CUSTOM_TASK: "custom", TUNING_TASK: "tuning"}
+
+
+class FractionSplit(WireModel):
+    training_fraction: Double = 0.0
+    validation_fraction: Double = 0.0
+    test_fraction: Double = 0.0
+
+
+class FilterSplit(WireModel):
+    training_filter: str = ""
+    validation_filter: str = ""
+    test_filter: str = ""
+
+
+class PredefinedSplit(WireModel):
+    key: str = ""
+
+
+class TimestampSplit(WireModel):
+    training_fraction: Double = 0.0
+    validation_fraction: Double = 0.0
+    test_fraction: Double = 0.0
+    key: str = ""
+
+
+class StratifiedSplit(WireModel):
+    training_fraction: Double = 0.0
+    validation_fraction: Double = 0.0
+    test_fraction: Double = 0.0
+    key: str = ""
+
+
+class GcsDestination(WireModel):
+    output_uri_prefix: str = ""
+
+
+class BigQueryDestination(WireModel):
+    output_uri: str = ""
+
+
+SPLIT_FIELDS = ("fraction_split", "filter_split", "predefined_split", "timestamp_split", "stratified_split")
+DESTINATION_FIELDS = ("gcs_destination", "bigquery_destination")
+
+
+class InputDataConfig(WireModel):
+    fraction_split: FractionSplit | None = None
+    filter_split: FilterSplit | None = None
+    predefined_split: PredefinedSplit | None = None
+    timestamp_split: TimestampSplit | None = None
+    stratified_split: StratifiedSplit | None = None
+    gcs_destination: GcsDestination | None = None
+    bigquery_destination: BigQueryDestination | None = None
+    dataset_id: str = ""
+    annotations_filter: str = ""
+    annotation_schema_uri: str = ""
+    saved_query_id: str = ""
+    persist_ml_use_assignment: Bool = False
+
+    @model_validator(mode="after")
+    def _one_split_one_destination(self) -> InputDataConfig:
+        for names, group in ((SPLIT_FIELDS, "split"), (DESTINATION_FIELDS, "destination")):
+            present = [to_camel(n) for n in names if getattr(self, n) is not None]
+            if len(present) > 1:
+                raise ValueError(
+                    f"only one field of the oneof {group!r} may be set, got {', '.join(present)}"
+                )
+        return self
+
+
+# Model fields whose values are maps or free JSON: their keys are data, never field names.
+_OPAQUE_MODEL_FIELDS = frozenset({"labels", "metadata", "parameters", "instance", "fields"})
+
+
+def camel_keys(value: Any, opaque: frozenset[str] = _OPAQUE_MODEL_FIELDS) -> Any:
+    """Proto JSON keys in canonical lowerCamelCase (snake_case is accepted on input); the contents of maps
+    and Values are left as they are."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = to_camel(key) if isinstance(key, str) and key[:1].islower() else key
+            out[name] = item if name in opaque or key in opaque else camel_keys(item, opaque)
+        return out
+    if isinstance(value, list):
+        return [camel_keys(item, opaque) for item in value]
+    return value
+
+
+class TrainingPipeline(WireModel):
+    name: str = ""
+    display_name: str = ""
+    input_data_config: InputDataConfig | None = None
+    training_task_definition: str = ""
+    training_task_inputs: Any = None
+    training_task_metadata: Any = None
+    model_to_upload: dict[str, Any] | None = None
+    model_id: str = ""
+    parent_model: str = ""
+    state: enum_field(PipelineState) = PipelineState.PIPELINE_STATE_UNSPECIFIED  # type: ignore[valid-type]
+    error: Status | None = None
+    create_time: Timestamp | None = None
+    start_time: Timestamp | None = None
+    end_time: Timestamp | None = None
+    update_time: Timestamp | None = None
+    labels: dict[str, str] = {}
+    encryption_spec: EncryptionSpec | None = None
+
+    @field_validator("model_to_upload", mode="before")
+    @classmethod
+    def _model_is_an_object(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, dict):
+            raise ValueError("expected a Model (a JSON object)")
+        return value
+
+
+OUTPUT_ONLY_FIELDS = frozenset(
+    {
+        "name",
+        "training_task_metadata",
+        "state",
+        "error",
+        "create_time",
+        "start_time",
+        "end_time",
+        "update_time",
+    }
+)
+
+
+def input_dict(pipeline: TrainingPipeline) -> dict[str, Any]:
+    """The user-settable part of a pipeline as canonical JSON (what is stored and echoed back); the task
+    inputs are replaced by their canonical form by the caller."""
+    kept = {k: getattr(pipeline, k) for k in pipeline.model_fields_set if k not in OUTPUT_ONLY_FIELDS}
+    out = TrainingPipeline.model_validate(kept).to_wire()
+    if pipeline.model_to_upload is not None:
+        out["modelToUpload"] = camel_keys(pipeline.model_to_upload)
+    return out
+
+
+__all__ = [
+    "CUSTOM_TASK",
+    "DESTINATION_FIELDS",
+    "InputDataConfig",
+    "OUTPUT_ONLY_FIELDS",
+    "SPLIT_FIELDS",
+    "TASK_DEFINITIONS",
+    "TUNING_TASK",
+    "TrainingPipeline",
+    "camel_keys",
+    "input_dict",
+]

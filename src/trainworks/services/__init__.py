@@ -1,1 +1,0 @@
-"""Domain rules per resource: validation, state transitions, create/cancel/delete semantics."""

@@ -1,0 +1,453 @@
+"""Replica sandboxing (backends/sandbox.py): what a running replica can and cannot reach.
+
+A real server runs jobs of two projects, A and B, two each, with their buckets made through the storage API
+by the official client. A probe replica of job A1 tries everything a hostile job would (other jobs' folders
+and logs by host path, the server's database and home, /proc of the server and of another job's replica,
+B's bucket through /gcs, unmounting the masks, leaving its memory cgroup, writing the host's files) and
+writes what happened to a file in its own working directory; every attempt must fail, while its own
+folder, its own project's bucket, /dev/shm and /tmp work. The same probe under `serve --no-sandbox` sees the
+old view. A warm interpreter's replica (zygote.py) runs in the same sandbox, and a shell into a sandboxed
+replica sees what the replica sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage
+
+from tests.support.jobs import MACHINE
+from tests.support.server import LOCATION, ServerProcess, wait_for, wait_job
+from trainworks.backends.base import LaunchRequest, Phase
+from trainworks.backends.local import LocalBackend, cgroup_name
+from trainworks.backends.memory_limits import memory_cgroup_of
+from trainworks.backends.warm import WarmPool, WarmStartBackend, WarmTarget
+from trainworks.config import Settings
+from trainworks.kinds.custom_jobs.launcher import host_env
+
+PROJECT_A = "isolation-a"
+PROJECT_B = "isolation-b"
+BUCKET_A = "iso-bucket-a"
+BUCKET_B = "iso-bucket-b"
+SECRET = "b-secret-value"
+
+# The probe: each attempt is recorded as {"ok": bool, "value" or "error"}; the results go to probe.json in
+# the replica's own working directory. TARGETS (JSON) names what to try.
+PROBE = r"""
+import ctypes, json, os, sys
+T = json.loads(os.environ["TARGETS"])
+results = {}
+libc = ctypes.CDLL(None, use_errno=True)
+
+def attempt(name, fn):
+    try:
+        results[name] = {"ok": True, "value": fn()}
+    except Exception as exc:
+        results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+def read(path):
+    with open(path, "rb") as handle:
+        return handle.read().decode(errors="replace")
+
+def write(path, text="x"):
+    with open(path, "w") as handle:
+        handle.write(text)
+    return read(path)
+
+def sys_call(fn, *args):
+    if fn(*args) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+
+home = T["home"]
+attempt("list /gcs", lambda: sorted(os.listdir("/gcs")))
+attempt("list the server home", lambda: sorted(os.listdir(home)))
+attempt("open the database", lambda: read(T["database"]))
+attempt("list another job's folder", lambda: os.listdir(T["other_run_dir"]))
+attempt("read another job's log", lambda: read(os.path.join(T["other_run_dir"], "stdout.log")))
+attempt("write into another job's folder", lambda: write(os.path.join(T["other_run_dir"], "planted.txt")))
+attempt("list another project's job folder", lambda: os.listdir(T["b_run_dir"]))
+attempt("read another project's job log", lambda: read(os.path.join(T["b_run_dir"], "stdout.log")))
+attempt("read the server's database through /proc", lambda: read(T["server_root"] + T["database"]))
+attempt("read the server's environment", lambda: read(f"/proc/{T['server_pid']}/environ"))
+attempt("read another replica's environment", lambda: read(f"/proc/{T['b_pid']}/environ"))
+attempt("list the other project's bucket", lambda: os.listdir(f"/gcs/{T['bucket_b']}"))
+attempt("read the other project's bucket", lambda: read(f"/gcs/{T['bucket_b']}/secret.txt"))
+attempt("write the other project's bucket", lambda: write(f"/gcs/{T['bucket_b']}/planted.txt"))
+attempt("read the bucket root by its host path", lambda: os.listdir(T["bucket_root"]))
+attempt("unmount /gcs", lambda: sys_call(libc.umount2, b"/gcs", 2))
+attempt("unmount the home mask", lambda: sys_call(libc.umount2, home.encode(), 2))
+attempt("mount a tmpfs", lambda: sys_call(libc.mount, b"tmpfs", b"/mnt", b"tmpfs", 0, None))
+attempt("leave the memory cgroup", lambda: write(T["server_cgroup_procs"], "0"))
+attempt("list /sys/fs/cgroup", lambda: os.listdir("/sys/fs/cgroup"))
+attempt("write the host's files", lambda: write(T["host_file"]))
+attempt("write the server's code", lambda: write(T["code_file"]))
+attempt("open a disk", lambda: os.open(T["disk"], os.O_RDONLY) if T["disk"] else 1 / 0)
+attempt("my processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+attempt("my cgroup", lambda: read("/proc/self/cgroup"))
+attempt("my capabilities", lambda: [l for l in read("/proc/self/status").splitlines() if l.startswith("Cap")])
+attempt("write my own folder", lambda: write("own.txt", "mine"))
+attempt("list my own folder", lambda: sorted(os.listdir(".")))
+attempt("read my project's bucket", lambda: read(f"/gcs/{T['bucket_a']}/hello.txt"))
+attempt("write my project's bucket", lambda: write(f"/gcs/{T['bucket_a']}/from-a1.txt", "from a1"))
+attempt("use /dev/shm", lambda: write("/dev/shm/probe", "shared memory"))
+attempt("write /tmp", lambda: write(T["tmp_file"], "tmp"))
+with open("probe.json.tmp", "w") as handle:
+    json.dump(results, handle)
+os.replace("probe.json.tmp", "probe.json")
+"""
+
+MUST_FAIL = [
+    "open the database",
+    "list another job's folder",
+    "read another job's log",
+    "write into another job's folder",
+    "list another project's job folder",
+    "read another project's job log",
+    "read the server's database through /proc",
+    "read the server's environment",
+    "read another replica's environment",
+    "list the other project's bucket",
+    "read the other project's bucket",
+    "write the other project's bucket",
+    "read the bucket root by its host path",
+    "unmount /gcs",
+    "unmount the home mask",
+    "mount a tmpfs",
+    "leave the memory cgroup",
+    "write the host's files",
+    "write the server's code",
+    "open a disk",
+]
+MUST_WORK = [
+    "list the server home",  # it works, but shows only what the replica needs (checked below)
+    "write my own folder",
+    "list my own folder",
+    "read my project's bucket",
+    "write my project's bucket",
+    "list /gcs",
+    "use /dev/shm",
+    "write /tmp",
+    "my processes",
+    "my cgroup",
+    "my capabilities",
+    "list /sys/fs/cgroup",
+]
+
+
+def gated_pool(folder: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """A replica that writes its log, says it is up, and runs until the gate file exists."""
+    code = (
+        "import os, sys, time; print('log line of', os.getcwd(), flush=True); "
+        "open(sys.argv[1] + '.tmp', 'w').write(os.getcwd()); os.replace(sys.argv[1] + '.tmp', sys.argv[1]); "
+        "[time.sleep(0.05) for _ in iter(lambda: os.path.exists(sys.argv[2]), True)]"
+    )
+    container: dict[str, Any] = {
+        "imageUri": "python:3.11",
+        "command": [sys.executable, "-c", code, str(folder / "up"), str(folder / "gate")],
+        "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+    }
+    return {"machineSpec": MACHINE, "replicaCount": "1", "containerSpec": container}
+
+
+def create(client: httpx.Client, project: str, pool: dict[str, Any], name: str) -> str:
+    body = {"displayName": name, "jobSpec": {"workerPoolSpecs": [pool]}}
+    created = client.post(f"/v1/projects/{project}/locations/{LOCATION}/customJobs", json=body)
+    assert created.status_code == 200, created.text
+    return str(created.json()["name"])
+
+
+def run_dir(server: ServerProcess, name: str) -> Path:
+    return server.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0"
+
+
+def command_pid(run: Path) -> int:
+    """The host PID of a replica's command: supervisor -> the init of its PID namespace -> the command."""
+    supervisor = json.loads((run / "shim.json").read_text())["pid"]
+
+    def children(pid: int) -> list[int]:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+    init = wait_for(lambda: children(supervisor), what="the replica's init")[0]
+    return int(wait_for(lambda: children(init), what="the replica's command")[0])
+
+
+def gcs_client(server: ServerProcess, project: str) -> storage.Client:
+    return storage.Client(
+        project=project, credentials=AnonymousCredentials(), client_options={"api_endpoint": server.url}
+    )
+
+
+def host_disk() -> str:
+    """A block device of this host (the probe must not be able to open any)."""
+    for entry in sorted(Path("/sys/block").iterdir()):
+        if not entry.name.startswith(("loop", "ram")) and Path(f"/dev/{entry.name}").exists():
+            return f"/dev/{entry.name}"
+    return ""
+
+
+class GatedJobs:
+    """Gated jobs of this module: every gate opens at the end, whatever happened."""
+
+    def __init__(self, server: ServerProcess, client: httpx.Client, root: Path) -> None:
+        self.server, self.client, self.root = server, client, root
+        self.folders: list[Path] = []
+
+    def start(self, project: str, label: str, env: dict[str, str] | None = None) -> tuple[str, Path]:
+        folder = self.root / label
+        folder.mkdir(parents=True)
+        self.folders.append(folder)
+        name = create(self.client, project, gated_pool(folder, env), label)
+        wait_for((folder / "up").exists, timeout=90, what=f"{label} to start")
+        return name, folder
+
+    def release(self) -> None:
+        for folder in self.folders:
+            (folder / "gate").touch()
+
+
+@pytest.fixture(scope="module")
+def iso_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(home=tmp_path_factory.mktemp("iso-home")).start()
+    try:
+        for project, bucket in ((PROJECT_A, BUCKET_A), (PROJECT_B, BUCKET_B)):
+            made = gcs_client(proc, project).create_bucket(bucket)
+            text = SECRET if project == PROJECT_B else "hello from a"
+            made.blob("secret.txt" if project == PROJECT_B else "hello.txt").upload_from_string(text)
+        yield proc
+    finally:
+        proc.stop()
+
+
+def probe_targets(server: ServerProcess, others: dict[str, Path], b_pid: int, tmp: Path) -> dict[str, Any]:
+    import trainworks
+
+    server_cgroup = memory_cgroup_of(server.process.pid if server.process else "self")
+    return {
+        "home": str(server.home),
+        "database": str(server.home / "trainworks.db"),
+        "other_run_dir": str(others["a2"]),
+        "b_run_dir": str(others["b1"]),
+        "server_pid": server.process.pid if server.process else 0,
+        "server_root": f"/proc/{server.process.pid if server.process else 0}/root",
+        "b_pid": b_pid,
+        "bucket_a": BUCKET_A,
+        "bucket_b": BUCKET_B,
+        "bucket_root": str(server.home / "buckets"),
+        "server_cgroup_procs": os.path.join(server_cgroup or "/sys/fs/cgroup/memory", "cgroup.procs"),
+        "host_file": f"/etc/trainworks-isolation-{uuid.uuid4().hex[:8]}",
+        "code_file": str(Path(trainworks.__file__).parent / f"planted_{uuid.uuid4().hex[:8]}.py"),
+        "disk": host_disk(),
+        "tmp_file": str(tmp / "from-probe.txt"),
+    }
+
+
+def run_probe(
+    server: ServerProcess, client: httpx.Client, targets: dict[str, Any]
+) -> tuple[dict[str, Any], Path]:
+    try:
+        return _run_probe(server, client, targets)
+    finally:
+        for planted in (targets["host_file"], targets["code_file"]):  # only an unsandboxed probe gets there
+            Path(planted).unlink(missing_ok=True)
+
+
+def _run_probe(
+    server: ServerProcess, client: httpx.Client, targets: dict[str, Any]
+) -> tuple[dict[str, Any], Path]:
+    pool = {
+        "machineSpec": MACHINE,
+        "replicaCount": "1",
+        "containerSpec": {
+            "imageUri": "python:3.11",
+            "command": [sys.executable, "-c", PROBE],
+            "env": [{"name": "TARGETS", "value": json.dumps(targets)}],
+        },
+    }
+    name = create(client, PROJECT_A, pool, "a1-probe")
+    done = wait_job(client, name, timeout=120)
+    run = run_dir(server, name)
+    assert done["state"] == "JOB_STATE_SUCCEEDED", (done, (run / "stderr.log").read_text())
+    return json.loads((run / "probe.json").read_text()), run
+
+
+def test_a_replica_reaches_nothing_of_other_jobs_projects_or_the_server(
+    iso_server: ServerProcess, tmp_path: Path
+) -> None:
+    with iso_server.client() as client:
+        jobs = GatedJobs(iso_server, client, tmp_path)
+        try:
+            a2, _ = jobs.start(PROJECT_A, "a2")
+            b1, _ = jobs.start(PROJECT_B, "b1", env={"B_SECRET": SECRET})
+            jobs.start(PROJECT_B, "b2")
+            others = {"a2": run_dir(iso_server, a2), "b1": run_dir(iso_server, b1)}
+            b_pid = command_pid(others["b1"])
+            assert SECRET in Path(f"/proc/{b_pid}/environ").read_text()  # the target is real
+            targets = probe_targets(iso_server, others, b_pid, tmp_path)
+            results, own = run_probe(iso_server, client, targets)
+        finally:
+            jobs.release()
+
+    opened = [name for name in MUST_FAIL if results[name]["ok"]]
+    assert not opened, {name: results[name] for name in opened}
+    failed = [name for name in MUST_WORK if not results[name]["ok"]]
+    assert not failed, {name: results[name] for name in failed}
+    # The home shows only the replica's own folder (and the executor environment it runs from).
+    assert "trainworks.db" not in results["list the server home"]["value"]
+    assert "buckets" not in results["list the server home"]["value"]
+    assert results["list /gcs"]["value"] == [BUCKET_A]
+    assert results["read my project's bucket"]["value"] == "hello from a"
+    assert results["use /dev/shm"]["value"] == "shared memory"
+    # A PID namespace of its own: the init and the probe, nothing else of the host.
+    assert results["my processes"]["value"] == [1, 2]
+    assert results["list /sys/fs/cgroup"]["value"] == []
+    memory_line = next(line for line in results["my cgroup"]["value"].splitlines() if ":memory:" in line)
+    assert memory_line.endswith("/" + cgroup_name(own)), memory_line  # still in its own memory cgroup
+    assert all(line.split()[1] == "0" * 16 for line in results["my capabilities"]["value"])
+    # What it did reached the host where it was allowed to, and nowhere else.
+    assert (own / "own.txt").read_text() == "mine"
+    assert (iso_server.home / "buckets" / BUCKET_A / "from-a1.txt").read_text() == "from a1"
+    assert (tmp_path / "from-probe.txt").read_text() == "tmp"
+    assert not (others["a2"] / "planted.txt").exists()
+    assert not (iso_server.home / "buckets" / BUCKET_B / "planted.txt").exists()
+    assert results["write the host's files"]["error"].startswith("OSError: [Errno 30] Read-only file system")
+
+
+def test_no_sandbox_restores_the_old_view(tmp_path: Path) -> None:
+    proc = ServerProcess(home=tmp_path / "home", args=["--no-sandbox"]).start()
+    try:
+        for project, bucket in ((PROJECT_A, BUCKET_A), (PROJECT_B, BUCKET_B)):
+            made = gcs_client(proc, project).create_bucket(bucket)
+            made.blob("secret.txt" if project == PROJECT_B else "hello.txt").upload_from_string(SECRET)
+        with proc.client() as client:
+            targets = probe_targets(proc, {"a2": tmp_path / "none", "b1": tmp_path / "none"}, 0, tmp_path)
+            # Unsandboxed it could: keep its writes out of the host's and the server's files.
+            targets.update(host_file=str(tmp_path / "host-file"), code_file=str(tmp_path / "code-file"))
+            results, _ = run_probe(proc, client, targets)
+    finally:
+        proc.stop()
+    assert results["open the database"]["ok"]
+    assert results["read the other project's bucket"]["value"] == SECRET
+    assert results["list /gcs"]["value"] == [BUCKET_A, BUCKET_B]
+    assert len(results["my processes"]["value"]) > 2  # the host's processes
+    assert results["unmount /gcs"]["ok"]  # with every capability
+
+
+def test_a_warm_replica_runs_in_the_same_sandbox(tmp_path: Path) -> None:
+    """A replica forked from a persistent resource's warm interpreter: hidden home, own PID namespace, no
+    capabilities, memory cgroup made and removed."""
+    settings = Settings(home=tmp_path / "home", replica_memory_scale=0.05)
+    settings.ensure_dirs()
+    pool = WarmPool(settings.home / "persistent", host_env)
+    target = WarmTarget(("1", LOCATION, "iso"), 0, ())
+    try:
+        wait_for(lambda: pool.ensure(target)[0], timeout=60, what="the warm interpreter to be ready")
+        backend = WarmStartBackend(LocalBackend("host", settings), pool, lambda _job: target)
+        run = settings.jobs_dir / "77" / "workerpool0-0"
+        code = (
+            "import os, json; json.dump({'pids': sorted(p for p in os.listdir('/proc') if p.isdigit()), "
+            f"'home': sorted(os.listdir({str(settings.home)!r})), "
+            "'cap': [l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1], "
+            "'cgroup': open('/proc/self/cgroup').read()}, open('seen.json', 'w'))"
+        )
+        argv = [sys.executable, "-c", code]
+        request = LaunchRequest("77", "workerpool0-0", argv, host_env(), run, run, memory_bytes=1 << 30)
+        handle = backend.launch(request)
+        status = wait_for(
+            lambda: (s := backend.poll(handle, run)).phase != Phase.RUNNING and s,
+            timeout=60,
+            what="the replica",
+        )
+        assert status.exit_code == 0, (run / "stderr.log").read_text()
+        assert "warm" in json.loads((run / "launch.json").read_text())  # it was forked, not started cold
+        seen = json.loads((run / "seen.json").read_text())
+    finally:
+        pool.drop(target.key, forget=True)
+    assert seen["pids"] == ["1", "2"]
+    assert seen["home"] == ["jobs"]  # the home shows only the way to the replica's own folder
+    assert seen["cap"] == "0" * 16
+    assert f"/{cgroup_name(run)}" in seen["cgroup"]
+    assert not any(Path(memory_cgroup_of("self") or "/").glob(f"trainworks-*/{cgroup_name(run)}"))
+
+
+def test_a_shell_into_a_sandboxed_replica_sees_what_it_sees(
+    iso_server: ServerProcess, tmp_path: Path
+) -> None:
+    with iso_server.client() as client:
+        jobs = GatedJobs(iso_server, client, tmp_path)
+        try:
+            name, _ = jobs.start(PROJECT_A, f"shell-{uuid.uuid4().hex[:6]}")
+            script = (
+                f"ls {iso_server.home}; ls /gcs; ls /proc | grep -c '^[0-9]'; "
+                "grep CapEff /proc/self/status; cat /proc/self/cgroup | grep :memory:"
+            )
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "trainworks.cli.main",
+                    "custom-jobs",
+                    "shell",
+                    name,
+                    "--command",
+                    script,
+                    "--endpoint",
+                    iso_server.url,
+                ],  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            jobs.release()
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "trainworks.db" not in lines and "buckets" not in lines
+    assert BUCKET_A in lines and BUCKET_B not in lines
+    assert "CapEff:\t" + "0" * 16 in lines
+    assert any(line.endswith("/" + cgroup_name(run_dir(iso_server, name))) for line in lines)
+
+
+@pytest.mark.parametrize(
+    "path", ["{home}/jobs", "{home}", "{home}/cache/host-python/x/../../..", "{home}/cache/venvs/../../bin"]
+)
+def test_a_job_cannot_open_the_masks_through_its_path_or_command(
+    iso_server: ServerProcess, path: str
+) -> None:
+    """Regression: the folders bound back into a sandbox came from the replica's PATH and command, which the
+    job sets itself; a PATH naming the server's home bound the whole home back, read-only. Only the server's
+    own interpreter environments are bound back now, and never by a path that climbs out with ".."."""
+    home = iso_server.home
+    code = (
+        "import json, os, sys; home = sys.argv[1]; "
+        "print(json.dumps({'home': sorted(os.listdir(home)), 'jobs': os.listdir(home + '/jobs')}))"
+    )
+    hostile = path.format(home=home)
+    (home / "jobs" / "0-another-job").mkdir(parents=True, exist_ok=True)  # there is always another job
+    pool = {
+        "machineSpec": MACHINE,
+        "replicaCount": "1",
+        "containerSpec": {
+            "imageUri": "python:3.11",
+            "command": [sys.executable, "-c", code, str(home)],
+            "env": [{"name": "PATH", "value": hostile}],
+        },
+    }
+    with iso_server.client() as client:
+        name = create(client, PROJECT_A, pool, "hostile-path")
+        done = wait_job(client, name, timeout=120)
+    run = run_dir(iso_server, name)
+    assert done["state"] == "JOB_STATE_SUCCEEDED", (done, (run / "stderr.log").read_text())
+    seen = json.loads((run / "stdout.log").read_text())
+    assert seen["home"] == ["jobs"]
+    assert seen["jobs"] == [name.rsplit("/", 1)[-1]]  # its own job's folder, no other

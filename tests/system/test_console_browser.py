@@ -1,0 +1,427 @@
+"""The web console in a real browser: Debian's headless Chromium driven by Playwright against a real server
+with real jobs. Every page loads without browser console errors; list -> detail -> logs shows a replica's
+output; a running job is cancelled from the UI and its state changes without a reload; the web terminal runs
+a command in a replica. Screenshots go to $TRAINWORKS_TEST_ARTIFACTS (or a temporary folder), printed.
+
+The serving tests at the top need no browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.jobs import job, python_pool
+from tests.support.paths import REPO
+from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
+
+CHROMIUM = "/usr/bin/chromium"
+# The flags known to work here: without the background-networking ones Chromium keeps dialling out.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCOPE = f"project={PROJECT}&location={LOCATION}"
+TIMEOUT_MS = 20_000
+
+
+# ------------------------------------------------------------------------------ serving (no browser)
+def test_console_is_served_by_the_server(server: ServerProcess) -> None:
+    with server.client(follow_redirects=False) as client:
+        redirect = client.get("/console")
+        assert redirect.status_code == 307 and redirect.headers["location"] == "/console/"
+        index = client.get("/console/")
+        assert index.status_code == 200 and "text/html" in index.headers["content-type"]
+        assert '<script type="module" src="/console/assets/app.js">' in index.text
+        # webAccessUris point at server paths: the same page routes them client-side.
+        deep = client.get("/console/terminal/123/us-central1/7/workerpool0-0")
+        assert deep.status_code == 200 and deep.text == index.text
+        script = client.get("/console/assets/app.js")
+        assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+        missing = client.get("/console/assets/nope.js")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_console_assets_fetch_nothing_from_outside() -> None:
+    static = REPO / "src" / "trainworks" / "console" / "static"
+    for path in static.rglob("*"):
+        if path.suffix in (".js", ".css", ".html"):
+            # The SVG namespace is a name, not a fetch; the TensorBoard link points at the user's loopback.
+            text = path.read_text().replace('"http://www.w3.org/2000/svg"', "")
+            text = text.replace('"http://127.0.0.1:6006/"', "")
+            assert "http://" not in text and "https://" not in text and "//cdn" not in text, path
+
+
+def test_console_pages_are_open_but_the_api_needs_the_token(tmp_path: Path) -> None:
+    proc = ServerProcess(home=tmp_path / "home", args=["--api-token", "s3cret"]).start()
+    try:
+        with proc.client() as client:
+            assert client.get("/console/").status_code == 200
+            assert client.get("/console/assets/api.js").status_code == 200
+            refused = client.get(f"/v1/{proc.parent}/customJobs")
+            assert refused.status_code == 403
+            ok = client.get(f"/v1/{proc.parent}/customJobs", headers={"Authorization": "Bearer s3cret"})
+            assert ok.status_code == 200
+    finally:
+        proc.stop()
+
+
+# ------------------------------------------------------------------------------ browser
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    configured = os.environ.get("TRAINWORKS_TEST_ARTIFACTS")
+    folder = Path(configured) / "console" if configured else tmp_path_factory.mktemp("console-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"\nconsole screenshots: {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: scripts/install-test-deps.sh installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class Console:
+    """A browser page on the console that records console errors and failed requests."""
+
+    def __init__(self, page: Any, base: str, artifacts: Path) -> None:
+        self.page = page
+        self.base = base
+        self.artifacts = artifacts
+        self.errors: list[str] = []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        page.set_default_timeout(TIMEOUT_MS)
+
+    def open(self, route: str) -> Any:
+        sep = "&" if "?" in route else "?"
+        self.page.goto(f"{self.base}/console/#{route}{sep}{SCOPE}")
+        return self.page
+
+    def ready(self, section_id: str) -> Any:
+        locator = self.page.locator(f"#{section_id}[data-ready='true']")
+        locator.wait_for()
+        return locator
+
+    def shot(self, name: str) -> Path:
+        path = self.artifacts / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def mark(self) -> None:
+        """A marker that a reload would erase: the state changes we check happen without one."""
+        self.page.evaluate("window.__noReload = true")
+
+    def not_reloaded(self) -> bool:
+        return bool(self.page.evaluate("window.__noReload === true"))
+
+
+@pytest.fixture
+def console(browser: Any, server: ServerProcess, artifacts: Path) -> Iterator[Console]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    wrapped = Console(page, server.url, artifacts)
+    try:
+        yield wrapped
+    finally:
+        context.close()
+    assert wrapped.errors == [], f"browser console errors: {wrapped.errors}"
+
+
+def create_job(server: ServerProcess, body: dict[str, Any]) -> dict[str, Any]:
+    with server.client() as client:
+        response = client.post(f"/v1/{server.parent}/customJobs", json=body)
+        assert response.status_code == 200, response.text
+        return response.json()  # type: ignore[no-any-return]
+
+
+def job_id(name: str) -> str:
+    return name.rsplit("/", 1)[-1]
+
+
+def wait_running(server: ServerProcess, name: str) -> None:
+    with server.client() as client:
+        wait_job(client, name, {"JOB_STATE_RUNNING"}, timeout=60)
+
+        def replica_running() -> bool:
+            status = client.get(f"/trainworks/v1/{name}/status").json()
+            return any(r["phase"] == "running" and r.get("pid") for r in status["replicas"])
+
+        wait_for(replica_running, timeout=60, what=f"a running replica of {name}")
+
+
+@pytest.fixture(scope="module")
+def finished_job(server: ServerProcess) -> dict[str, Any]:
+    """A two-replica job that printed a line per replica and succeeded."""
+    code = (
+        "import json, os; task = json.loads(os.environ['CLUSTER_SPEC'])['task'];"
+        "print(f\"console-says-hello {task['type']}-{task['index']}\", flush=True)"
+    )
+    output = {"outputUriPrefix": "gs://console-bucket/hello"}
+    body = job(python_pool(code), python_pool(code), name="console-hello", baseOutputDirectory=output)
+    created = create_job(server, body)
+    with server.client() as client:
+        done = wait_job(client, created["name"])
+    assert done["state"] == "JOB_STATE_SUCCEEDED", json.dumps(done)
+    return done
+
+
+def test_every_page_loads_without_errors(console: Console, finished_job: dict[str, Any]) -> None:
+    pages = [
+        ("/jobs", "jobs-page"),
+        (f"/jobs/{job_id(finished_job['name'])}", "job-page"),
+        ("/tuning", "tuning-page"),
+        ("/resources", "resources-page"),
+        ("/clusters", "clusters-page"),
+        ("/pipelines", "pipelines-page"),
+        ("/models", "models-page"),
+        ("/costs", "costs-page"),
+    ]
+    for route, section in pages:
+        console.open(route)
+        console.ready(section)
+        assert console.page.locator("h1").first.inner_text().strip()
+        console.shot(f"page-{section}")
+    # Dark mode (prefers-color-scheme) renders too.
+    console.page.emulate_media(color_scheme="dark")
+    console.open("/jobs")
+    console.ready("jobs-page")
+    console.shot("page-jobs-dark")
+    # The job shows in the costs report.
+    console.open("/costs")
+    console.ready("costs-page")
+    assert "console-hello" in console.page.locator("#costs-table").inner_text()
+
+
+def test_list_detail_logs(console: Console, finished_job: dict[str, Any]) -> None:
+    page = console.open("/jobs")
+    console.ready("jobs-page")
+    row = page.locator("#jobs-table tr", has_text="console-hello").first
+    assert "Succeeded" in row.inner_text()
+    row.get_by_role("link", name="console-hello").click()
+    console.ready("job-page")
+    assert page.locator("#job-page").get_attribute("data-state") == "JOB_STATE_SUCCEEDED"
+    replicas = page.locator("#replicas-table")
+    replicas.get_by_text("workerpool1-0").wait_for()
+    assert "exited" in replicas.inner_text()
+    assert page.locator("#timeline").get_by_text("Ended: succeeded").count() == 1
+    # The TensorBoard log dir (AIP_TENSORBOARD_LOG_DIR) and how to launch TensorBoard on it.
+    tensorboard = page.locator("#tensorboard")
+    assert "gs://console-bucket/hello/logs/" in tensorboard.inner_text()
+    assert f"trainworks tensorboard {job_id(finished_job['name'])}" in tensorboard.inner_text()
+    # All replicas first, then one replica's own output.
+    logs = page.locator("#logs")
+    logs.get_by_text("console-says-hello workerpool0-0").wait_for()
+    page.locator("#log-task").select_option("workerpool1-0")
+    logs.get_by_text("console-says-hello workerpool1-0").wait_for()
+    page.locator("#log-state", has_text="End of logs.").wait_for()
+    assert logs.locator("[data-task='workerpool0-0']").count() == 0  # only that replica (and the service)
+    console.shot("job-detail-logs")
+
+
+def test_keyboard_opens_a_job_from_the_list(console: Console, finished_job: dict[str, Any]) -> None:
+    page = console.open("/jobs")
+    console.ready("jobs-page")
+    row = page.locator("#jobs-table tbody tr", has_text="console-hello").first
+    row.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**#/jobs/{job_id(finished_job['name'])}")
+    console.ready("job-page")
+    # Every form control in the header and the page has a label.
+    unlabeled = page.evaluate(
+        """() => [...document.querySelectorAll('input, select')]
+              .filter((el) => !el.labels?.length && !el.getAttribute('aria-label')).map((el) => el.id)"""
+    )
+    assert unlabeled == []
+
+
+def test_cancel_a_running_job_from_the_ui(console: Console, server: ServerProcess) -> None:
+    created = create_job(server, job(python_pool("import time; time.sleep(300)"), name="console-cancel-me"))
+    wait_running(server, created["name"])
+    page = console.open("/jobs")
+    console.ready("jobs-page")
+    console.mark()
+    page.locator("#jobs-table tr", has_text="console-cancel-me").get_by_role("link").click()
+    page.locator("#job-page[data-state='JOB_STATE_RUNNING']").wait_for()
+    page.get_by_role("button", name="Cancel job").click()
+    dialog = page.locator("#confirm-dialog")
+    dialog.get_by_text("Cancel custom job").wait_for()
+    console.shot("cancel-confirm")
+    dialog.get_by_role("button", name="Cancel job").click()
+    page.locator("#job-page[data-state='JOB_STATE_CANCELLED']").wait_for(timeout=60_000)
+    assert "Cancelled" in page.locator("#job-title").inner_text()
+    assert console.not_reloaded()
+    with server.client() as client:
+        assert client.get(f"/v1/{created['name']}").json()["state"] == "JOB_STATE_CANCELLED"
+    console.shot("cancelled")
+
+
+def test_list_updates_live(console: Console, server: ServerProcess) -> None:
+    page = console.open("/jobs")
+    console.ready("jobs-page")
+    console.mark()
+    created = create_job(server, job(python_pool("pass"), name="console-live-new"))
+    row = page.locator("#jobs-table tr", has_text="console-live-new")
+    row.wait_for()
+    row.locator("[data-state='JOB_STATE_SUCCEEDED']").wait_for(timeout=60_000)
+    # The cost column fills in from the costs extension.
+    wait_for(lambda: row.locator("td.cost").inner_text().startswith("$"), what="the cost cell")
+    assert console.not_reloaded()
+    assert job_id(created["name"]) in row.inner_text()
+
+
+def test_filter_by_state(console: Console, finished_job: dict[str, Any]) -> None:
+    page = console.open("/jobs")
+    console.ready("jobs-page")
+    page.locator("#filter-state").select_option("JOB_STATE_FAILED")
+    page.locator("#jobs-table", has_text="No custom jobs match.").wait_for()
+    page.locator("#filter-state").select_option("JOB_STATE_SUCCEEDED")
+    page.locator("#jobs-table tr", has_text="console-hello").wait_for()
+    # A bad filter is reported, naming the field, not a blank page.
+    page.locator("#filter-state").select_option("")
+    page.locator("#filter-expr").fill("create_time > nonsense")
+    page.get_by_role("button", name="Apply").click()
+    page.locator("#banner", has_text="filter").wait_for()
+    console.errors.clear()  # the browser logs the 400 response itself
+
+
+def test_tuning_job_trials_and_plots(console: Console, server: ServerProcess, tmp_path: Path) -> None:
+    script = tmp_path / "trial.py"
+    script.write_text(
+        "import argparse, hypertune\n"
+        "p = argparse.ArgumentParser(); p.add_argument('--x', type=float); a, _ = p.parse_known_args()\n"
+        "hypertune.HyperTune().report_hyperparameter_tuning_metric(\n"
+        "    hyperparameter_metric_tag='score', metric_value=-(a.x - 1) ** 2, global_step=1)\n"
+    )
+    pool = {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "replicaCount": "1",
+        "containerSpec": {"imageUri": "python:3.11", "command": [sys.executable, str(script)]},
+    }
+    body = {
+        "displayName": "console-tune",
+        "studySpec": {
+            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": -3, "maxValue": 3}}],
+        },
+        "maxTrialCount": 3,
+        "parallelTrialCount": 3,
+        "trialJobSpec": {"workerPoolSpecs": [pool]},
+    }
+    with server.client() as client:
+        response = client.post(f"/v1/{server.parent}/hyperparameterTuningJobs", json=body)
+        assert response.status_code == 200, response.text
+        name = response.json()["name"]
+        wait_job(client, name, timeout=120)
+    page = console.open("/tuning")
+    console.ready("tuning-page")
+    page.locator("#tuning-table tr", has_text="console-tune").get_by_role("link").click()
+    console.ready("tuning-job-page")
+    trials = page.locator("#trials-table tbody tr")
+    assert trials.count() == 3
+    plots = page.locator("#tuning-plots svg")
+    assert plots.count() == 2  # metric per trial, and x against the metric
+    assert plots.nth(0).locator("circle").count() == 3
+    assert plots.nth(0).locator("path.best").count() == 1
+    assert plots.nth(1).locator("circle").count() == 3
+    console.shot("tuning-job")
+
+
+def test_web_terminal_runs_a_command_in_a_replica(console: Console, server: ServerProcess) -> None:
+    body = job(python_pool("import time; time.sleep(300)"), name="console-shell", enableWebAccess=True)
+    created = create_job(server, body)
+    wait_running(server, created["name"])
+    with server.client() as client:
+        uris = wait_for(
+            lambda: client.get(f"/v1/{created['name']}").json().get("webAccessUris"),
+            timeout=30,
+            what="webAccessUris",
+        )
+    assert set(uris) == {"workerpool0-0"}
+    page = console.page
+    # The job page links the terminal; the link is the URI the API gave.
+    console.open(f"/jobs/{job_id(created['name'])}")
+    console.ready("job-page")
+    link = page.locator("#web-terminals a[data-replica='workerpool0-0']")
+    assert link.get_attribute("href") == uris["workerpool0-0"]
+    link.click()
+    page.locator("#terminal-page[data-connected='true']").wait_for()
+    command = page.get_by_role("textbox", name="Command")
+    command.fill("echo console-shell-$((6 * 7)) && pwd")
+    command.press("Enter")
+    output = page.locator("#terminal-output")
+    output.get_by_text("console-shell-42").wait_for()
+    console.shot("web-terminal")
+    with httpx.Client(base_url=server.url) as client:
+        client.post(f"/v1/{created['name']}:cancel")
+        wait_job(client, created["name"])
+    page.locator("#terminal-page[data-connected='false']").wait_for(timeout=60_000)
+
+
+def test_console_asks_for_the_token_and_keeps_it_for_the_tab(
+    browser: Any, tmp_path: Path, artifacts: Path
+) -> None:
+    proc = ServerProcess(home=tmp_path / "home", args=["--api-token", "s3cret"]).start()
+    context = browser.new_context()
+    try:
+        console = Console(context.new_page(), proc.url, artifacts)
+        page = console.open("/jobs")
+        dialog = page.locator("#token-dialog")
+        dialog.get_by_text("missing a valid API key").wait_for()
+        dialog.get_by_label("Token").fill("s3cret")
+        dialog.get_by_role("button", name="Save").click()
+        console.ready("jobs-page")
+        assert page.evaluate("sessionStorage.getItem('trainworks.token')") == "s3cret"
+        # A reload keeps the token (same tab): no second prompt.
+        page.reload()
+        console.ready("jobs-page")
+        assert not dialog.is_visible()
+        console.shot("token-accepted")
+        # The one refused request before the token was entered is the only error the browser logged.
+        assert all("403" in e for e in console.errors), console.errors
+    finally:
+        context.close()
+        proc.stop()
+
+
+def test_paging_never_loads_all_jobs(console: Console, server: ServerProcess) -> None:
+    for i in range(3):
+        create_job(server, job(python_pool("pass"), name=f"console-page-{i}"))
+    requested: list[str] = []
+    console.page.on("request", lambda r: requested.append(r.url))
+    page = console.open("/jobs?pageSize=2")
+    console.ready("jobs-page")
+    rows = page.locator("#jobs-table tbody tr[data-key]")
+    first = rows.evaluate_all("(trs) => trs.map((tr) => tr.dataset.key)")
+    assert len(first) == 2
+    page.get_by_role("button", name="Next page").click()
+    page.locator("#jobs-page [role=status]", has_text="Page 2").wait_for()
+    second = rows.evaluate_all("(trs) => trs.map((tr) => tr.dataset.key)")
+    assert len(second) == 2 and not set(first) & set(second)
+    page.get_by_role("button", name="Previous page").click()
+    page.locator("#jobs-page [role=status]", has_text="Page 1").wait_for()
+    lists = [u for u in requested if "/customJobs?" in u]
+    assert lists and all("pageSize=2" in u for u in lists), lists
