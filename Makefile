@@ -29,11 +29,13 @@ serve: $(STAMP)
 
 test: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/mypy
 
 format: $(TEST_STAMP)
 	$(BIN)/ruff format src tests benchmarks examples
@@ -52,4 +54,4 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/console_list.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

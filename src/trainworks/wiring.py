@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from trainworks.backends.local import LocalBackend
 from trainworks.backends.python_packages import PackageEnvironments
-from trainworks.backends.slurm import SlurmBackend, server_targets
 from trainworks.backends.warm import WarmPool, WarmStartBackend
 from trainworks.capacity.service import CapacityService
 from trainworks.catalog.node_images import ImageCatalog
@@ -45,10 +44,12 @@ from trainworks.kinds.tuning_jobs.store import TuningStore
 from trainworks.observability.job_counts import JobCountCollector
 from trainworks.observability.metrics import ServerMetrics
 from trainworks.scheduling.inventory import load_inventory
+from trainworks.slurm.backend import SlurmBackend, server_targets
 from trainworks.storage.gcs import ObjectStore
 from trainworks.storage.objects import ObjectService
 from trainworks.storage.output_buckets import OutputBuckets
 from trainworks.store.database import Database
+from trainworks.tokens.service import TokenService
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class Services:
     training_pipelines: TrainingPipelineService | None = None
     pipeline_controller: TrainingPipelineController | None = None
     metrics: ServerMetrics = field(default_factory=ServerMetrics)  # what /metrics shows
+    tokens: TokenService | None = None  # the stored API tokens that api/auth.py looks up
 
     def start(self) -> None:
         self.controller.start()
@@ -242,4 +244,5 @@ def build_services(settings: Settings) -> Services:
         training_pipelines=training_pipelines,
         pipeline_controller=pipeline_controller,
         metrics=metrics,
+        tokens=TokenService(db),
     )

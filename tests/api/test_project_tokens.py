@@ -33,7 +33,8 @@ from tests.support.jobs import MACHINE
 from tests.support.server import ServerProcess, wait_for, wait_job
 from trainworks.storage.bucket_projects import bucket_project
 from trainworks.store.database import Database
-from trainworks.store.tokens import TokenError, TokenStore
+from trainworks.tokens.rules import TokenError
+from trainworks.tokens.store import TokenStore
 
 LOC = "us-central1"
 FLAG = "flag-admin-" + secrets.token_urlsafe(16)

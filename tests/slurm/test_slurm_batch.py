@@ -12,7 +12,7 @@ import pytest
 
 from trainworks.backends.base import Phase
 from trainworks.backends.commands import TaskError
-from trainworks.backends.slurm import SlurmBackend, SlurmRef, SlurmTarget, replica_status, server_targets
+from trainworks.slurm.backend import SlurmBackend, SlurmRef, SlurmTarget, replica_status, server_targets
 from trainworks.slurm.batch import BatchJob, Component, batch_script, components, job_name, time_limit
 from trainworks.slurm.jobs import (
     SlurmJob,

@@ -42,7 +42,7 @@ from tests.support.jobs import MACHINE, job, python_pool
 from tests.support.paths import EXAMPLES
 from tests.support.server import LOCATION, PROJECT, TERMINAL, ServerProcess, wait_for, wait_job
 from trainworks.config import Settings
-from trainworks.kinds.custom_jobs.policy import MAX_PREEMPTION_RESTARTS, preemption_exposure
+from trainworks.kinds.custom_jobs.rules import MAX_PREEMPTION_RESTARTS, preemption_exposure
 from trainworks.wiring import Services, build_services
 
 SGD = EXAMPLES / "spot_sgd_train.py"

@@ -1,7 +1,7 @@
 """Who may call what: API tokens scoped to projects, checked for every request and shell WebSocket.
 
 Tokens are the server's `--api-token` values (admin tokens: every project, /metrics, unowned buckets) and the
-stored tokens of store/tokens.py (`trainworks admin tokens create --project A [--admin]`). Auth is on while
+stored tokens of tokens/ (`trainworks admin tokens create --project A [--admin]`). Auth is on while
 there is any token: a flag token, or any stored record (revoked ones too, so revoking the last one does not
 open the server; a first stored token turns auth on within a second). A stored token is looked up by its
 hash on every request, so a revoked one is refused at once. A token comes as a bearer header, an
@@ -34,7 +34,6 @@ from typing import Any
 
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
@@ -43,9 +42,8 @@ from trainworks.api.peer_identity import Caller, PeerIdentity, Replica, peer_ide
 from trainworks.kernel.errors import ApiError
 from trainworks.kernel.status import Code
 from trainworks.storage.bucket_projects import Owner, bucket_owner
-from trainworks.store.database import Database
-from trainworks.store.tables import ProjectRow
-from trainworks.store.tokens import ALL_PROJECTS, TokenStore
+from trainworks.tokens.rules import ALL_PROJECTS
+from trainworks.tokens.service import TokenService
 
 OPEN_PATHS = frozenset({"/healthz", "/console"})
 # The console's static pages carry no data: the API calls they make present the token themselves.
@@ -90,36 +88,14 @@ class Principal:
 ADMIN = Principal(True, frozenset({ALL_PROJECTS}), "flag token")
 
 
-class ProjectNames:
-    """A project's other name (its number for an ID, its ID for a number), as the server registered it."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self._known: dict[str, str] = {}  # registrations never change: found pairs are kept for good
-
-    def of(self, project: str) -> set[str]:
-        other = self._known.get(project)
-        if other is None:
-            column, wanted = (
-                (ProjectRow.project_id, ProjectRow.project_number)
-                if project.isdigit()
-                else (ProjectRow.project_number, ProjectRow.project_id)
-            )
-            with self.db.engine.connect() as conn:
-                other = conn.execute(select(column).where(wanted == project)).scalar()
-            if other is None:
-                return {project}
-            self._known[project] = other
-        return {project, other}
-
-
 class Authority:
     """The tokens of one server: the flag tokens and the stored ones."""
 
-    def __init__(self, flag_tokens: frozenset[str], db: Database | None, bucket_root: Path | None) -> None:
+    def __init__(
+        self, flag_tokens: frozenset[str], tokens: TokenService | None, bucket_root: Path | None
+    ) -> None:
         self.flag_tokens = flag_tokens
-        self.store = TokenStore(db) if db is not None else None
-        self.names = ProjectNames(db) if db is not None else None
+        self.tokens = tokens
         self.bucket_root = bucket_root
         self._lock = threading.Lock()
         self._enabled_at = -1.0
@@ -129,13 +105,13 @@ class Authority:
     def enabled(self) -> bool:
         """Whether auth is on. Once on it stays on (tokens are revoked, never deleted); off is re-read
         at most once a second, so a first stored token takes effect within a second."""
-        if self._enabled or self.store is None:
+        if self._enabled or self.tokens is None:
             return self._enabled
         now = time.monotonic()
         if now - self._enabled_at >= _ENABLED_CACHE_SECONDS:
             with self._lock:
                 if now - self._enabled_at >= _ENABLED_CACHE_SECONDS:
-                    self._enabled = self.store.any_exist()
+                    self._enabled = self.tokens.any_exist()
                     self._enabled_at = now
         return self._enabled
 
@@ -145,13 +121,13 @@ class Authority:
             raw = token.encode("utf-8", "surrogatepass")
             if any(hmac.compare_digest(raw, t.encode("utf-8", "surrogatepass")) for t in self.flag_tokens):
                 return ADMIN
-            record = self.store.find(token) if self.store is not None else None
+            record = self.tokens.find(token) if self.tokens is not None else None
             if record is not None:
                 return Principal(record.admin, frozenset(record.projects), record.id)
         return None
 
     def project_names(self, project: str) -> set[str]:
-        return self.names.of(project) if self.names is not None else {project}
+        return self.tokens.project_names(project) if self.tokens is not None else {project}
 
     def peer(self, conn: HTTPConnection) -> Principal | Caller:
         """The principal of a replica at the other end of the connection, or what other caller it is."""
@@ -185,7 +161,7 @@ def authority(conn: HTTPConnection) -> Authority:
         services = state.services
         storage = getattr(services, "storage", None)
         found = Authority(
-            services.settings.api_tokens, services.db, storage.root if storage is not None else None
+            services.settings.api_tokens, services.tokens, storage.root if storage is not None else None
         )
         found.peers = peer_identity_for(services)
         state.authority = found

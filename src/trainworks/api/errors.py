@@ -1,8 +1,8 @@
-"""google.rpc error bodies for every failure path, so no request ever gets a bare 500 page."""
+"""google.rpc error bodies for every failure path, so no request ever gets a bare 500 page (and Cloud
+Storage's own error form for the storage API)."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from trainworks.kernel.errors import ApiError, FieldViolation
+from trainworks.kernel.errors import ApiError
 from trainworks.kernel.status import Code
 from trainworks.storage.object_model import StorageError
 from trainworks.store.database import database_unavailable
@@ -42,6 +42,20 @@ def error_body(
     return {"error": {"code": http_status, "message": message, "status": code.name, "details": details or []}}
 
 
+def gcs_error(exc: StorageError) -> Response:
+    """Cloud Storage's own error form, for the storage API's paths."""
+    if exc.status == 304:
+        return Response(status_code=304)
+    body = {
+        "error": {
+            "code": exc.status,
+            "message": exc.message,
+            "errors": [{"message": exc.message, "domain": "global", "reason": exc.reason}],
+        }
+    }
+    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+
+
 def error_response(error: ApiError) -> JSONResponse:
     status = error.code.http_status
     return JSONResponse(error_body(status, error.code, error.message, error.details()), status_code=status)
@@ -62,9 +76,7 @@ def install_error_handlers(app: FastAPI) -> None:
             message = "This HTTP method is not supported for this resource."
         if request.url.path.startswith(_GCS_PREFIXES):
             # No route matched (an object name with a line break, a bucket name with a slash): Cloud Storage
-            # clients still get Cloud Storage's error form. Imported here: the router imports this module.
-            from trainworks.kinds.storage_objects.routes import gcs_error
-
+            # clients still get Cloud Storage's error form.
             reason = {404: "notFound", 405: "methodNotAllowed"}.get(exc.status_code, "invalid")
             return gcs_error(StorageError(exc.status_code, reason, message))
         return JSONResponse(error_body(exc.status_code, code, message), status_code=exc.status_code)
@@ -106,23 +118,3 @@ def install_error_handlers(app: FastAPI) -> None:
                 ),
                 status_code=500,
             )
-
-
-async def json_body(request: Request, required: bool = True) -> Any:
-    raw = await request.body()
-    if not raw.strip():
-        if required:
-            raise ApiError(
-                Code.INVALID_ARGUMENT,
-                "Invalid JSON payload received. The request body is empty.",
-                [FieldViolation("body", "the request body is empty")],
-            )
-        return {}
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ApiError(
-            Code.INVALID_ARGUMENT,
-            f"Invalid JSON payload received. {exc}",
-            [FieldViolation("body", f"not valid JSON: {exc}")],
-        ) from None

@@ -323,8 +323,8 @@ def _describe(method: str, path: str, operation: dict[str, Any], components: dic
             break
     if body is None and required:
         # A create or patch of a resource: its body is the resource itself.
-        collection = re.search(r"/(\w+)(/\{\w+\})?$", path)
-        body = _BODIES.get(collection.group(1), _OBJ) if collection else _OBJ
+        resource = re.search(r"/(\w+)(/\{\w+\})?$", path)
+        body = _BODIES.get(resource.group(1), _OBJ) if resource else _OBJ
     if params:
         operation.setdefault("parameters", []).extend(
             {"name": name, "in": "query", "required": False, "schema": schema}

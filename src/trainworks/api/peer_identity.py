@@ -10,7 +10,7 @@ leave it: /sys/fs/cgroup is hidden from it and its capabilities are dropped). Fo
    socket's inode, 0 once no process holds it.
 2. Its holder: the processes of the replica cgroups (`cgroup.procs` of each `<job>-<task>` folder under the
    server's replica cgroups, nothing else on the host) are searched for an fd that is `socket:[inode]`.
-3. Its project: the job's project number, from the database (a job never changes project).
+3. Its project: the job's project number, from the custom jobs' service (a job never changes project).
 
 The answer is cached per connection, keyed by the client's address, port and socket inode (a port reused
 by another process comes with another inode) and kept for `ttl` seconds, so keep-alive requests cost one
@@ -33,11 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-
 from trainworks.backends.memory_limits import procs
-from trainworks.store.database import Database
-from trainworks.store.tables import CustomJobRow
 
 _NETLINK_SOCK_DIAG = 4
 _SOCK_DIAG_BY_FAMILY = 20
@@ -223,19 +219,17 @@ def holders(replicas: CgroupReplicas, inode: int) -> set[str]:
 
 
 class JobProjects:
-    """A job's project number, read from the database once (a job never moves to another project)."""
+    """A job's project number, looked up once (a job never moves to another project)."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    def __init__(self, custom_jobs: Any) -> None:
+        self.custom_jobs = custom_jobs  # the CustomJobService: its jobs by ID, whatever their project
         self._known: dict[str, str] = {}
 
     def __call__(self, job_id: str) -> str | None:
         found = self._known.get(job_id)
         if found is None:
-            with self.db.engine.connect() as conn:
-                found = conn.execute(
-                    select(CustomJobRow.project_number).where(CustomJobRow.id == int(job_id))
-                ).scalar()
+            row = self.custom_jobs.jobs.get(int(job_id))
+            found = row.project_number if row is not None else None
             if found is not None:
                 self._known[job_id] = found
         return found
@@ -317,7 +311,7 @@ def replica_cgroups_of(services: Any) -> CgroupReplicas | None:
 def peer_identity_for(services: Any) -> PeerIdentity | None:
     """The server's PeerIdentity, or None where its replicas cannot be recognised."""
     replicas = replica_cgroups_of(services)
-    db = getattr(services, "db", None)
-    if replicas is None or db is None:
+    custom_jobs = getattr(services, "custom_jobs", None)
+    if replicas is None or custom_jobs is None:
         return None
-    return PeerIdentity(replicas, JobProjects(db))
+    return PeerIdentity(replicas, JobProjects(custom_jobs))

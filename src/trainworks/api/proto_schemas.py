@@ -107,13 +107,14 @@ def descriptor(full_name: str) -> Descriptor:
     module = importlib.import_module(_MODULES[package])
     message = getattr(module, name)
     pb = message.pb() if hasattr(message, "pb") else message  # proto-plus class, or a raw protobuf one
-    return pb.DESCRIPTOR  # type: ignore[no-any-return]
+    return pb.DESCRIPTOR
 
 
 def _field(field: FieldDescriptor) -> tuple[dict[str, Any], list[Descriptor]]:
     """A field's value schema and the messages it refers to (to translate next)."""
     if field.type == _F.TYPE_MESSAGE:
         message = field.message_type
+        assert message is not None  # a message field has its message type
         if message.GetOptions().map_entry:
             key, value = message.fields_by_name["key"], message.fields_by_name["value"]
             value_schema, refs = _field(value)
@@ -126,6 +127,7 @@ def _field(field: FieldDescriptor) -> tuple[dict[str, Any], list[Descriptor]]:
         single, refs = _message_value(message)
     elif field.type == _F.TYPE_ENUM:
         enum = field.enum_type
+        assert enum is not None  # an enum field has its enum type
         single = (
             {"type": "null"}
             if enum.full_name == "google.protobuf.NullValue"

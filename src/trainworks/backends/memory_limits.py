@@ -268,7 +268,7 @@ class ReplicaCgroups:
 
     def sweep(self, min_age: float = _SWEEP_MIN_AGE) -> list[str]:
         """Remove the cgroups of replicas that have ended (no process left). Idempotent."""
-        removed = []
+        removed: list[str] = []
         try:
             entries = list(os.scandir(self.parent))
         except OSError:

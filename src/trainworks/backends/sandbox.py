@@ -197,7 +197,7 @@ def format_plan(plan: dict[str, Any]) -> str:
     {"cgroup": {"dir", "version"} | None, "gcs_root": legacy /gcs folder | None, "sandbox": {"hide": [path],
     "keep": [(path, writable)], "gcs": {"root", "buckets"} | None, "home": path | None, "home_layer": path,
     "writable": [path]} | None}"""
-    lines = []
+    lines: list[tuple[str, ...]] = []
     cgroup = plan.get("cgroup")
     if cgroup:
         lines.append(("cgroup", cgroup["dir"], str(cgroup["version"])))
@@ -221,8 +221,8 @@ def format_plan(plan: dict[str, Any]) -> str:
 
 
 def parse_plan(text: str) -> dict[str, Any]:
-    plan = {"cgroup": None, "gcs_root": None, "sandbox": None}
-    view = None
+    plan: dict[str, Any] = {"cgroup": None, "gcs_root": None, "sandbox": None}
+    view: Any = None  # the "sandbox" record's dict, once it came
     for line in text.splitlines():
         kind, *fields = line.split("\t")
         if kind == "cgroup":

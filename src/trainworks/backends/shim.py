@@ -10,10 +10,18 @@ sibling modules (no json: its records are written by hand) because its start-up 
 start path.
 """
 
+from __future__ import annotations
+
 import os
 import signal
 import sys
 import time
+
+TYPE_CHECKING = False  # typing itself is not imported: this module is on every replica's start path
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 CLONE_NEWNS = 0x00020000
 MS_BIND = 4096
@@ -22,7 +30,7 @@ MS_PRIVATE = 1 << 18
 _DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load(name):
+def _load(name: str) -> types.ModuleType:
     """A sibling module (sandbox, memory_limits), under a private name: a warm interpreter shares its
     sys.modules with training code."""
     key = "_trainworks_" + name
@@ -41,7 +49,7 @@ def _load(name):
     return module
 
 
-def _write_record(path, fields, durable=True):
+def _write_record(path: str, fields: Sequence[tuple[str, float]], durable: bool = True) -> None:
     """A flat JSON object of numbers, written atomically."""
     text = "{" + ", ".join(f'"{key}": {value!r}' for key, value in fields) + "}"
     tmp = path + ".tmp"
@@ -55,7 +63,7 @@ def _write_record(path, fields, durable=True):
     os.replace(tmp, path)
 
 
-def _fsync(path):
+def _fsync(path: str) -> None:
     """Best effort: the file is in place already, this only makes it survive a host crash."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -67,7 +75,7 @@ def _fsync(path):
         return
 
 
-def _mount_gcs(root, err):
+def _mount_gcs(root: str, err: int) -> None:
     """A private mount namespace with the bucket root bound at /gcs, as Cloud Storage FUSE shows it."""
     import ctypes  # here, not at the top: replicas without /gcs (podman) skip its ~8 ms of CPU
 
@@ -81,7 +89,7 @@ def _mount_gcs(root, err):
         raise OSError(ctypes.get_errno(), f"bind-mounting {root} at /gcs failed")
 
 
-def read_plan(setup):
+def read_plan(setup: str) -> dict[str, Any]:
     """The replica's plan: from stdin ("-"), else the legacy /gcs folder (or nothing)."""
     if setup != "-":
         return {"cgroup": None, "gcs_root": setup or None, "sandbox": None}
@@ -94,7 +102,7 @@ def read_plan(setup):
     return _load("sandbox").parse_plan(b"".join(chunks).decode())
 
 
-def main():
+def main() -> None:
     run_dir, cwd, setup = sys.argv[1:4]
     argv = sys.argv[4:]
     plan = read_plan(setup)
@@ -115,11 +123,11 @@ def main():
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
 
     # The supervisor outlives signals sent to the group; the command gets default handlers after exec.
-    received = []
+    received: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: received.append(s))
 
-    def start():
+    def start() -> None:
         os.dup2(out, 1)
         os.dup2(err, 2)
         if cwd:
@@ -135,11 +143,17 @@ def main():
     supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record))
 
 
-def supervise(plan, start, run_dir, log_fd, started=None):
+def supervise(
+    plan: dict[str, Any],
+    start: Callable[[], None],
+    run_dir: str,
+    log_fd: int,
+    started: Callable[[], None] | None = None,
+) -> None:
     """Run the replica (`start`, in its own process) under `plan`, wait for it and write its exit record;
     then remove its memory cgroup."""
     cgroup = plan["cgroup"]
-    limits = _load("memory_limits") if cgroup else None
+    limits: Any = _load("memory_limits") if cgroup else None  # only used when there is a cgroup
     before = limits.oom_kills(cgroup["dir"], cgroup["version"]) if cgroup else None
     if cgroup is None and plan["sandbox"] is None:
         child = os.fork()
@@ -166,7 +180,7 @@ def supervise(plan, start, run_dir, log_fd, started=None):
         limits.remove_dir(cgroup["dir"])
 
 
-def _wait(child):
+def _wait(child: int) -> int:
     while True:
         try:
             return os.waitpid(child, 0)[1]
@@ -174,11 +188,11 @@ def _wait(child):
             continue
 
 
-def record_status(status, run_dir, oom=False):
+def record_status(status: int, run_dir: str, oom: bool = False) -> None:
     """Write the exit record: 128+signal when a signal ended the command; oom_kill when the OOM killer did."""
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
-        record = [("exit_code", 128 + signum), ("signal", signum)]
+        record: list[tuple[str, float]] = [("exit_code", 128 + signum), ("signal", signum)]
     else:
         record = [("exit_code", os.WEXITSTATUS(status))]
     if oom:
@@ -187,7 +201,7 @@ def record_status(status, run_dir, oom=False):
     _write_record(os.path.join(run_dir, "exit.json"), record)
 
 
-def wait_and_record(child, run_dir):
+def wait_and_record(child: int, run_dir: str) -> None:
     """Wait for the command and write its exit record: 128+signal when a signal ended it."""
     record_status(_wait(child), run_dir)
 

@@ -390,10 +390,10 @@ class WarmStartBackend:
         record = _read(run_dir / "shim.json")
         if record is not None and "zygote" in record:
             return find_warm(run_dir)
-        return self.inner.find(run_dir)  # type: ignore[no-any-return]
+        return self.inner.find(run_dir)
 
     def poll(self, handle: ProcessHandle, run_dir: Path) -> ReplicaStatus:
-        return self.inner.poll(handle, run_dir)  # type: ignore[no-any-return]
+        return self.inner.poll(handle, run_dir)
 
     def signal(self, handle: ProcessHandle, signum: int) -> None:
         self.inner.signal(handle, signum)

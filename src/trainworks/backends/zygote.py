@@ -25,6 +25,8 @@ all replicas forked from one zygote share its str hash seed, and modules the zyg
 reseeded from the OS in each replica, as a fresh import would seed it.
 """
 
+from __future__ import annotations
+
 import contextlib
 import importlib
 import importlib.util
@@ -45,10 +47,16 @@ _BASE_PATH = [p for p in sys.path[1:]]
 _MAX_REQUEST = 64 * 1024 * 1024
 _WATCH_SECONDS = 2.0
 
+TYPE_CHECKING = False  # typing is not imported: training code would find it in sys.modules
+if TYPE_CHECKING:
+    import types
+    from typing import Any
 
-def _load_shim():
+
+def _load_shim() -> types.ModuleType:
     """The replica supervisor's helpers, under a private name so no training code can import them."""
     spec = importlib.util.spec_from_file_location("_trainworks_shim", os.path.join(_SCRIPT_DIR, "shim.py"))
+    assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -57,7 +65,7 @@ def _load_shim():
 _shim = _load_shim()
 
 
-def _start_time(pid):
+def _start_time(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read().decode("utf-8", "replace")
@@ -67,14 +75,14 @@ def _start_time(pid):
     return int(fields[19]) if fields and fields[0] not in ("Z", "X") else None
 
 
-def _write_json(path, data):
+def _write_json(path: str, data: dict[str, Any]) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as handle:
         json.dump(data, handle)
     os.replace(tmp, path)
 
 
-def _read_json(path):
+def _read_json(path: str) -> Any:
     try:
         with open(path) as handle:
             return json.load(handle)
@@ -82,18 +90,18 @@ def _read_json(path):
         return None
 
 
-def _still_mine(state_file):
+def _still_mine(state_file: str) -> bool:
     record = _read_json(state_file)
     return isinstance(record, dict) and record.get("pid") == os.getpid()
 
 
 # ------------------------------------------------------------------ the training process (grandchild)
-def _stdio(unbuffered):
+def _stdio(unbuffered: bool) -> None:
     """Fresh sys.stdin/stdout/stderr on fds 0-2, buffered as a new interpreter would buffer them."""
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     errors = getattr(sys.stdout, "errors", None) or "strict"
 
-    def writer(fd, err):
+    def writer(fd: int, err: bool) -> io.TextIOWrapper:
         raw = io.FileIO(fd, "wb", closefd=False)
         buffer = raw if unbuffered else io.BufferedWriter(raw)
         return io.TextIOWrapper(
@@ -104,14 +112,15 @@ def _stdio(unbuffered):
             write_through=unbuffered,
         )
 
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+    # typeshed declares the sys.__std*__ originals Final; a fresh interpreter's stdio replaces them too.
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(  # type: ignore[misc]
         io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding=encoding, errors=errors
     )
-    sys.stdout = sys.__stdout__ = writer(1, False)
-    sys.stderr = sys.__stderr__ = writer(2, True)
+    sys.stdout = sys.__stdout__ = writer(1, False)  # type: ignore[misc]
+    sys.stderr = sys.__stderr__ = writer(2, True)  # type: ignore[misc]
 
 
-def _exit_code(exc):
+def _exit_code(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
         return 0
@@ -122,7 +131,7 @@ def _exit_code(exc):
     return 1
 
 
-def _finalize():
+def _finalize() -> None:
     """What Py_Finalize does before the process ends: join threads, run atexit, flush stdio."""
     threading = sys.modules.get("threading")
     if threading is not None:
@@ -138,7 +147,7 @@ def _finalize():
             stream.flush()
 
 
-def _run_training(request, out, err):
+def _run_training(request: dict[str, Any], out: int, err: int) -> None:
     os.dup2(out, 1)
     os.dup2(err, 2)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -185,7 +194,8 @@ def _run_training(request, out, err):
         elif mode == "module":
             import runpy
 
-            runpy._run_module_as_main(target, True)
+            # Private, what `python -m` itself runs; typeshed leaves it out.
+            runpy._run_module_as_main(target, True)  # type: ignore[attr-defined]
         else:
             import runpy
 
@@ -206,7 +216,7 @@ def _run_training(request, out, err):
 
 
 # ------------------------------------------------------------------ the replica supervisor (child)
-def _supervise(request, ready_fd):
+def _supervise(request: dict[str, Any], ready_fd: int) -> None:
     """shim.main, with the training process forked from this warm interpreter instead of exec'd."""
     os.setsid()
     run_dir = request["run_dir"]
@@ -231,7 +241,7 @@ def _supervise(request, ready_fd):
             _shim._mount_gcs(plan["gcs_root"], err)
         except OSError as exc:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
-    received = []
+    received: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: received.append(s))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -246,8 +256,9 @@ def _supervise(request, ready_fd):
 
 
 # ------------------------------------------------------------------ the zygote
-def _read_request(conn):
-    chunks, size = [], 0
+def _read_request(conn: socket.socket) -> Any:
+    chunks: list[bytes] = []
+    size = 0
     while True:
         chunk = conn.recv(1 << 20)
         if not chunk:
@@ -259,7 +270,7 @@ def _read_request(conn):
     return json.loads(b"".join(chunks))
 
 
-def _serve_one(listener, conn):
+def _serve_one(listener: socket.socket, conn: socket.socket) -> None:
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
     if uid != os.getuid():
@@ -294,7 +305,7 @@ def _serve_one(listener, conn):
     conn.sendall(json.dumps({"pid": pid, "pid_start": _start_time(pid) or 0}).encode())
 
 
-def _reap():
+def _reap() -> None:
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -304,7 +315,7 @@ def _reap():
             return
 
 
-def _wait_for_claim(state_file, timeout=10.0):
+def _wait_for_claim(state_file: str, timeout: float = 10.0) -> dict[str, Any] | None:
     """The server records this zygote's pid right after starting it: wait for that record. Another pid
     there means the server has replaced this zygote already."""
     deadline = time.monotonic() + timeout
@@ -316,7 +327,7 @@ def _wait_for_claim(state_file, timeout=10.0):
     return None
 
 
-def main():
+def main() -> None:
     state_file, address, preload = sys.argv[1], sys.argv[2], sys.argv[3]
     modules = [m for m in preload.split(",") if m]
     record = _wait_for_claim(state_file)

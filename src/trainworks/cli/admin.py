@@ -15,22 +15,13 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
-    JobArg,
-    ProjectOpt,
-    RegionOpt,
-    handle_errors,
-    job_name,
-    make_client,
-)
-from trainworks.cli.render import OutputFormat, print_data, print_status
 from trainworks.config import Settings, default_home
+from trainworks.kernel.cli import FormatOpt, Options, command
+from trainworks.kernel.render import OutputFormat, print_data, print_status
+from trainworks.kinds.custom_jobs.cli import CUSTOM_JOBS, JobArg
 from trainworks.store.database import Database
-from trainworks.store.tokens import TokenError, TokenStore
+from trainworks.tokens.rules import TokenError
+from trainworks.tokens.store import TokenStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,27 +43,22 @@ DatabaseOpt = Annotated[
 ]
 
 
-@app.command()
-@handle_errors
+@command(app)
 def preempt(
     custom_job: JobArg,
     replica: Annotated[
         str | None, typer.Option("--replica", help="Only this replica, e.g. workerpool1-0 (default: all).")
     ] = None,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Preempt a running SPOT job as a Spot VM reclaim would: SIGTERM, the notice period, then a restart."""
-    name = job_name(custom_job, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(CUSTOM_JOBS, custom_job)
+    with opts.client() as client:
         result = client.preempt_custom_job(name, replica)
-    if format != OutputFormat.human:
-        print_data(result, format)
-        return
-    print_status(f"Preempted {', '.join(result.get('preempted', []))} of [{name}].")
+    opts.show(
+        result, lambda found: print_status(f"Preempted {', '.join(found.get('preempted', []))} of [{name}].")
+    )
 
 
 # ====================================================================== tokens

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.cli.common import ApiKeyOpt, FormatOpt, handle_errors
-from trainworks.cli.render import OutputFormat, _console, print_data, print_log_entry, print_status
+from trainworks.kernel.cli import Options, command
+from trainworks.kernel.render import OutputFormat, console, print_data, print_rows, print_status
+from trainworks.kinds.custom_jobs.render import print_log_entry
 from trainworks.submit.capacity import CapacityExhausted, CapacityLedger
 from trainworks.submit.config import RunConfigError, load_run_config
 from trainworks.submit.follow import FollowTimeout, JobFailed
@@ -43,7 +44,7 @@ class CliEvents:
             BarColumn(),
             DownloadColumn(),
             TransferSpeedColumn(),
-            console=_console(stderr=True),
+            console=console(stderr=True),
             transient=False,
         )
         self.progress.start()
@@ -78,14 +79,13 @@ def print_ledger(ledger: CapacityLedger) -> None:
         detail = a.job_name or a.detail
         workers = "" if a.workers is None else str(a.workers)
         table.add_row(a.region, str(a.try_number or "-"), a.outcome, workers, escape(detail))
-    _console(stderr=True).print(table)
+    console(stderr=True).print(table)
 
 
 def print_handle(handle: JobHandle, fmt: OutputFormat) -> None:
     if fmt != OutputFormat.human:
         print_data(handle.to_dict(), fmt)
         return
-    console = _console()
     plan = handle.plan
     hardware = plan.machine_type + (
         f" + {plan.accelerator_count} x {plan.accelerator_type}" if plan.accelerator_count else ""
@@ -100,9 +100,7 @@ def print_handle(handle: JobHandle, fmt: OutputFormat) -> None:
         ("Config", handle.config_uri),
         ("Ledger", handle.ledger_uri),
     ]
-    width = max(len(label) for label, _ in rows) + 2
-    for label, value in rows:
-        console.print(f"[bold]{label + ':':<{width}}[/bold]{value}", soft_wrap=True, markup=True)
+    print_rows(rows, markup=True)
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -112,7 +110,7 @@ def _split(values: list[str] | None) -> list[str] | None:
     return out or None
 
 
-@handle_errors
+@command(options=("api_key", "format"))
 def submit(
     run_file: Annotated[Path, typer.Argument(metavar="RUN.yaml", help="The run configuration.")],
     region: Annotated[
@@ -131,8 +129,8 @@ def submit(
             "--endpoint", help="Server URL (overrides target.endpoint; default $TRAINWORKS_ENDPOINT)."
         ),
     ] = None,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Stage the code as a content-hashed zip, walk the regions for capacity, submit, and maybe follow."""
     try:
@@ -140,8 +138,8 @@ def submit(
     except RunConfigError as exc:
         print_status(f"ERROR: {exc}")
         raise typer.Exit(2) from None
-    events = CliEvents(format)
-    target = make_target(cfg.target.kind, cfg.target.project, endpoint or cfg.target.endpoint, api_key)
+    events = CliEvents(opts.format)
+    target = make_target(cfg.target.kind, cfg.target.project, endpoint or cfg.target.endpoint, opts.api_key)
     try:
         _run_id, _job_name, handle = submit_run(cfg, target=target, wait=wait, events=events)
     except (PlanError, PackageError) as exc:
@@ -160,11 +158,11 @@ def submit(
     except (JobFailed, FollowTimeout) as exc:
         if exc.handle is not None:
             print_ledger(exc.handle.ledger)
-            print_handle(exc.handle, format)
+            print_handle(exc.handle, opts.format)
         print_status(f"ERROR: {exc}")
         raise typer.Exit(1) from None
     finally:
         target.close()
-    if format == OutputFormat.human:
+    if opts.human:
         print_ledger(handle.ledger)
-    print_handle(handle, format)
+    print_handle(handle, opts.format)

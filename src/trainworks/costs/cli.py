@@ -7,18 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
-    ProjectOpt,
-    RegionOpt,
-    handle_errors,
-    make_client,
-    require_region,
-)
-from trainworks.cli.render import OutputFormat, _console, _styled_state, print_data, print_status
+from trainworks.kernel.cli import Options, command
+from trainworks.kernel.render import Column, console, print_status, resource_id, styled, table
+from trainworks.kinds.custom_jobs.render import JOB_STATE_STYLE
 
 
 class CostsBy(StrEnum):
@@ -41,33 +32,35 @@ def _accelerators(hours: dict[str, Any] | None) -> str:
 def print_costs_table(report: dict[str, Any]) -> None:
     """Rows as a table (ID, display name, state, spot, machine-hours, cost) with a TOTAL line."""
     from rich.markup import escape
-    from rich.table import Table
 
-    console = _console()
+    out = console()
     by_resource = report.get("by") == "resource"
     rows: list[dict[str, Any]] = report.get("rows") or []
     totals: dict[str, Any] = report.get("totals") or {}
     if not rows:
         what = "persistent resources" if by_resource else "jobs"
-        console.print(f"Listed 0 {what}.")
+        out.print(f"Listed 0 {what}.")
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("PERSISTENT_RESOURCE_ID" if by_resource else "CUSTOM_JOB_ID", no_wrap=True)
-    table.add_column("DISPLAY_NAME", overflow="fold")
-    table.add_column("STATE", no_wrap=True)
-    table.add_column("SPOT", no_wrap=True)
-    table.add_column("MACHINE_HOURS", justify="right", no_wrap=True)
+    columns = [
+        Column("PERSISTENT_RESOURCE_ID" if by_resource else "CUSTOM_JOB_ID"),
+        Column("DISPLAY_NAME", fold=True),
+        Column("STATE"),
+        Column("SPOT"),
+        Column("MACHINE_HOURS", right=True),
+    ]
     if by_resource:
-        table.add_column("USED_HOURS", justify="right", no_wrap=True)
-        table.add_column("JOBS", justify="right", no_wrap=True)
-    table.add_column("ACCELERATOR_HOURS", overflow="fold")
-    table.add_column("COST_USD", justify="right", no_wrap=True)
-    table.add_column("ON_DEMAND_USD", justify="right", no_wrap=True)
+        columns += [Column("USED_HOURS", right=True), Column("JOBS", right=True)]
+    columns += [
+        Column("ACCELERATOR_HOURS", fold=True),
+        Column("COST_USD", right=True),
+        Column("ON_DEMAND_USD", right=True),
+    ]
+    result = table(columns)
     for row in rows:
         cells = [
-            str(row.get("name", "")).rsplit("/", 1)[-1],
+            resource_id(str(row.get("name", ""))),
             escape(str(row.get("displayName", ""))),
-            _styled_state(str(row.get("state", ""))),
+            styled(str(row.get("state", "")), JOB_STATE_STYLE),
             "yes" if row.get("spot") else "",
             _hours(row.get("machineHours")),
         ]
@@ -77,8 +70,8 @@ def print_costs_table(report: dict[str, Any]) -> None:
         if row.get("billedTo"):
             cost += "*"
         cells += [_accelerators(row.get("acceleratorHours")), cost, _usd(row.get("onDemandEquivalentUsd"))]
-        table.add_row(*cells)
-    table.add_section()
+        result.add_row(*cells)
+    result.add_section()
     total = [
         "[bold]TOTAL[/bold]",
         f"{totals.get('count', len(rows))} row(s)",
@@ -93,8 +86,8 @@ def print_costs_table(report: dict[str, Any]) -> None:
         f"[bold]{_usd(totals.get('costUsd'))}[/bold]",
         _usd(totals.get("onDemandEquivalentUsd")),
     ]
-    table.add_row(*total)
-    console.print(table)
+    result.add_row(*total)
+    out.print(result)
     if any(row.get("billedTo") for row in rows):
         print_status("* runs on a persistent resource, which is billed instead (see --by resource).")
     print_status(
@@ -102,7 +95,7 @@ def print_costs_table(report: dict[str, Any]) -> None:
     )
 
 
-@handle_errors
+@command()
 def costs(
     by: Annotated[
         CostsBy,
@@ -112,17 +105,11 @@ def costs(
         str,
         typer.Option("--filter", help='AIP-160 filter, e.g. state="JOB_STATE_SUCCEEDED" or labels.team=ml.'),
     ] = "",
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Machine-hours and approximate cost (Spot price for SPOT jobs) of a region's jobs or resources."""
-    location = require_region(region)
-    with make_client(endpoint, api_key) as client:
-        report = client.get_costs(f"projects/{project}/locations/{location}", by=by.value, filter=filter)
-    if format != OutputFormat.human:
-        print_data(report, format)
-    else:
-        print_costs_table(report)
+    parent = opts.parent()
+    with opts.client() as client:
+        report = client.get_costs(parent, by=by.value, filter=filter)
+    opts.show(report, print_costs_table)

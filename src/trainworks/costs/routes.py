@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 
+from trainworks.api.state import services
 from trainworks.kernel.params import query_param
+from trainworks.kernel.routes import JsonObject
 
 
 def router() -> APIRouter:
     api = APIRouter(prefix="/trainworks/v1", tags=["extensions"])
 
     @api.get("/projects/{project}/locations/{location}/costs")
-    def costs(project: str, location: str, request: Request) -> Any:
+    def costs(project: str, location: str, request: Request) -> JsonObject:
         """`?by=job|resource&filter=...`: machine-hours and approximate cost per row, and their totals."""
-        return request.app.state.services.costs.report(
+        return services(request).costs.report(
             project,
             location,
             query_param(request, "by", "by", "job"),

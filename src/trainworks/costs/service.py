@@ -40,6 +40,7 @@ from trainworks.kernel.errors import FieldViolation, invalid_argument
 from trainworks.kernel.names import custom_job_name, parent_name
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.kinds.custom_jobs.rules import spec_is_spot
 from trainworks.kinds.custom_jobs.service import job_filter
 from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.store.tables import CustomJobRow, ReplicaRow
@@ -377,10 +378,6 @@ def report_wire(by: str, rows: list[dict[str, Any]], total: CostSummary, now: da
 _ENDED_PHASES = ("exited", "lost", "skipped")
 
 
-def job_is_spot(spec: Mapping[str, Any]) -> bool:
-    return ((spec.get("jobSpec") or {}).get("scheduling") or {}).get("strategy") == "SPOT"
-
-
 def job_intervals(
     job: CustomJobRow, replicas: Iterable[ReplicaRow], resource_name: str | None = None
 ) -> tuple[BilledInterval, ...]:
@@ -392,7 +389,7 @@ def job_intervals(
     """
     job_spec = job.spec.get("jobSpec") or {}
     pools = job_spec.get("workerPoolSpecs") or []
-    spot = job_is_spot(job.spec)
+    spot = spec_is_spot(job.spec)
     shapes = [MachineShape.from_machine_spec((pool or {}).get("machineSpec")) for pool in pools]
     out: list[BilledInterval] = []
     for replica in replicas:
@@ -435,7 +432,7 @@ def job_usage(job: CustomJobRow, replicas: Iterable[ReplicaRow]) -> Usage:
         state=S(job.state).name,
         intervals=job_intervals(job, replicas, job_resource_name(job)),
         kind="customJob",
-        spot=job_is_spot(job.spec),
+        spot=spec_is_spot(job.spec),
         create_time=job.create_time,
         start_time=job.start_time,
         end_time=job.end_time,

@@ -49,6 +49,15 @@ class PipelineState(ProtoEnum):
     PIPELINE_STATE_PAUSED = 8
 
 
+TERMINAL_PIPELINE_STATES = frozenset(
+    {
+        PipelineState.PIPELINE_STATE_SUCCEEDED,
+        PipelineState.PIPELINE_STATE_FAILED,
+        PipelineState.PIPELINE_STATE_CANCELLED,
+    }
+)
+
+
 class AcceleratorType(ProtoEnum):
     ACCELERATOR_TYPE_UNSPECIFIED = 0
     NVIDIA_TESLA_K80 = 1

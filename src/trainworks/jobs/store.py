@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from trainworks.jobs.enums import JobState
@@ -103,7 +103,7 @@ class JobRows(Generic[R]):
                 .where(table.id == job_id, table.state.in_([int(s) for s in from_states]))
                 .values(**values)
             )
-            return bool(result.rowcount)
+            return bool(cast(CursorResult[Any], result).rowcount)
 
     def record_delete(self, job_id: int, previous: int | None, operation: OperationRow) -> bool:
         """Store a delete request's operation and link it to the job in one transaction, if the job's delete
@@ -117,7 +117,7 @@ class JobRows(Generic[R]):
                 .where(table.id == job_id, link.is_(None) if previous is None else link == previous)
                 .values(delete_operation_id=operation.id)
             )
-            if not result.rowcount:
+            if not cast(CursorResult[Any], result).rowcount:
                 return False
             session.add(operation)
             crash_point("delete-recording")

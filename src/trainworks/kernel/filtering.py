@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeAlias
 
-from sqlalchemy import and_, false, not_, or_, true
+from sqlalchemy import SQLColumnExpression, and_, false, not_, or_, true
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
@@ -359,11 +359,12 @@ def parse_filter(text: str) -> Node:
 class FilterColumns:
     """The SQL expressions the filter fields map to."""
 
-    display_name: ColumnElement[str]
-    state: ColumnElement[int] | None  # the integer enum value; None for resources without a state
-    create_time: ColumnElement[datetime]  # DateTime(timezone=True), UTC
-    labels: ColumnElement[Any]  # JSON holding {"key": "value"}
-    extra: Mapping[str, ColumnElement[str]] = field(default_factory=dict)  # more string fields, snake_case
+    display_name: SQLColumnExpression[str]
+    state: SQLColumnExpression[int] | None  # the integer enum value; None for resources without a state
+    create_time: SQLColumnExpression[datetime]  # DateTime(timezone=True), UTC
+    labels: SQLColumnExpression[Any]  # JSON holding {"key": "value"}
+    # More string fields, snake_case.
+    extra: Mapping[str, SQLColumnExpression[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         clash = set(self.extra) & set(_BUILTIN_FIELDS)
@@ -393,12 +394,12 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _nullable(column: ColumnElement[Any]) -> bool:
+def _nullable(column: SQLColumnExpression[Any]) -> bool:
     # Table columns and ORM attributes know; anything else (labels, expressions) may be NULL.
     return bool(getattr(column, "nullable", True))
 
 
-def _compare(column: ColumnElement[Any], op: str, value: Any, nullable: bool) -> ColumnElement[bool]:
+def _compare(column: SQLColumnExpression[Any], op: str, value: Any, nullable: bool) -> ColumnElement[bool]:
     """``column op value`` that is TRUE or FALSE, never NULL, so NOT/!= include rows with NULLs."""
     expr: ColumnElement[bool] = _COMPARE[op](column, value)
     if not nullable:
@@ -427,7 +428,7 @@ class _GlobMatch(ColumnElement[bool]):
     inherit_cache = False  # the glob is not part of SQLAlchemy's cache key, so never reuse compiled SQL
     type = Boolean()
 
-    def __init__(self, column: ColumnElement[str], glob: str) -> None:
+    def __init__(self, column: SQLColumnExpression[str], glob: str) -> None:
         self.column = column
         self.glob = glob
 
@@ -445,7 +446,7 @@ def _glob_as_sqlite_glob(element: _GlobMatch, compiler: SQLCompiler, **kw: Any) 
     return compiler.process(element.column.op("GLOB", is_comparison=True)(pattern), **kw)
 
 
-def _glob(column: ColumnElement[str], glob: str, nullable: bool) -> ColumnElement[bool]:
+def _glob(column: SQLColumnExpression[str], glob: str, nullable: bool) -> ColumnElement[bool]:
     if "*" not in glob:
         return _compare(column, "=", glob, nullable)
     expr = _GlobMatch(column, glob)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import CursorResult, delete, select, update
 from sqlalchemy.orm import Session
 
 from trainworks.kernel.wire import now_utc
@@ -13,6 +13,7 @@ from trainworks.store.database import Database
 from trainworks.store.tables import OperationRow
 
 EMPTY_RESPONSE = {"@type": "type.googleapis.com/google.protobuf.Empty"}  # what a finished deletion answers
+Abort = tuple[int, dict[str, Any]]  # (operation id, google.rpc.Status): an operation a change ends unfinished
 
 
 class OperationStore:
@@ -60,7 +61,8 @@ class OperationStore:
 
     def remove(self, op_id: int) -> bool:
         with self.db.session() as session:
-            return bool(session.execute(delete(OperationRow).where(OperationRow.id == op_id)).rowcount)
+            result = session.execute(delete(OperationRow).where(OperationRow.id == op_id))
+            return bool(cast(CursorResult[Any], result).rowcount)
 
 
 def finish_in(

@@ -9,8 +9,9 @@ from typing import Any
 from trainworks.kernel.errors import ApiError, FieldViolation, invalid_argument, not_found
 from trainworks.kernel.ids import new_numeric_id
 from trainworks.kernel.names import numeric_id, operation_name
-from trainworks.kernel.operation_store import OperationStore
+from trainworks.kernel.operation_store import Abort, OperationStore
 from trainworks.kernel.projects import Projects
+from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp, now_utc, parse_timestamp
 from trainworks.store.tables import OperationRow
 
@@ -30,6 +31,13 @@ def aiplatform_type_url(name: str, api_version: str = "v1") -> str:
 
 
 MAX_WAIT_SECONDS = 60.0
+
+
+def aborted_by_delete(operation_id: int | None, type_name: str, name: str) -> Abort | None:
+    """How a delete ends the resource's create or update still running (None when none runs): ABORTED."""
+    if operation_id is None:
+        return None
+    return operation_id, {"code": int(Code.ABORTED), "message": f"The {type_name} {name} is being deleted."}
 
 
 def _generic_metadata_wire(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -82,20 +90,31 @@ class OperationService:
         kind: str,
         metadata_type: str,
         api_version: str = "v1",
+        *,
+        progress: str | None = None,
+        response: dict[str, Any] | None = None,
     ) -> OperationRow:
-        """A new, not yet stored operation: for a store that records it together with the change it tracks."""
+        """A new, not yet stored operation: for a store that records it together with the change it tracks.
+
+        `progress` starts its metadata's progressMessage; with `response` it is born done (a change made
+        within the request)."""
         now = now_utc()
+        metadata: dict[str, Any] = {
+            "@type": aiplatform_type_url(metadata_type, api_version),
+            "genericMetadata": {"createTime": now.isoformat(), "updateTime": now.isoformat()},
+        }
+        if progress:
+            metadata["progressMessage"] = progress
         return OperationRow(
             id=new_numeric_id(),
             project_number=project_number,
             location=location,
             resource=resource,
             kind=kind,
-            metadata_={
-                "@type": aiplatform_type_url(metadata_type, api_version),
-                "genericMetadata": {"createTime": now.isoformat(), "updateTime": now.isoformat()},
-            },
-            done=False,
+            metadata_=metadata,
+            done=response is not None,
+            response=response,
+            error=None,
             create_time=now,
             update_time=now,
         )
@@ -159,4 +178,4 @@ class OperationService:
         self.store.remove(row.id)
 
 
-__all__ = ["ApiError", "OperationService", "operation_wire"]
+__all__ = ["ApiError", "OperationService", "aborted_by_delete", "operation_wire"]

@@ -15,10 +15,10 @@ from sqlalchemy import func, select
 from trainworks.jobs.enums import JobState, PipelineState
 from trainworks.kernel.wire import ProtoEnum
 from trainworks.store.database import Database
-from trainworks.store.tables import CustomJobRow, TrainingPipelineRow, TuningJobRow
+from trainworks.store.tables import CustomJobRow, JobColumns, TrainingPipelineRow, TuningJobRow
 
 # kind label -> (table, its state enum)
-KINDS: dict[str, tuple[type, type[ProtoEnum]]] = {
+KINDS: dict[str, tuple[type[JobColumns], type[ProtoEnum]]] = {
     "custom": (CustomJobRow, JobState),
     "tuning": (TuningJobRow, JobState),
     "pipeline": (TrainingPipelineRow, PipelineState),

@@ -692,11 +692,11 @@ def plan_admissions(
     # matching reservations first, then by job id, so the result does not depend on the order of `holding`).
     for _, _, zone, fit in sorted(deferred, key=lambda entry: entry[:2]):
         only_any = _Fit([], None, (), (), fit.any)
-        _, take, general, _ = _take(zone, only_any, _UNHELD)
+        _, take, any_general, _ = _take(zone, only_any, _UNHELD)
         for rs, n in take.items():
             rs.free -= n
         if not zone.elastic:
-            for t, n in general.items():
+            for t, n in any_general.items():
                 zone.free[t] = zone.free.get(t, 0) - n
 
     admitted: dict[int, str] = {}
@@ -960,10 +960,10 @@ def _machine_reason(region: Region, zones: list[_ZoneState], machines: tuple[tup
         short = sum(max(0, n - max(zone.free.get(t, 0), 0)) for t, n in machines)
         if short < best_short:
             best, best_short = zone, short
-    free = [(t, max(best.free.get(t, 0), 0)) for t, _ in machines]
-    held = [(t, n) for t, f in free if (n := min(best.reserved.get(t, 0), f)) > 0]
+    best_free = [(t, max(best.free.get(t, 0), 0)) for t, _ in machines]
+    held = [(t, n) for t, f in best_free if (n := min(best.reserved.get(t, 0), f)) > 0]
     if len(machines) == 1:
-        count = free[0][1]
+        count = best_free[0][1]
         if len(region.zones) == 1:
             have = f"{count} free ({best.name})"
         elif count == 0:
@@ -973,7 +973,7 @@ def _machine_reason(region: Region, zones: list[_ZoneState], machines: tuple[tup
         reason = f"waiting for {_fmt_machines(machines)} in {region.name}: {have}"
     else:
         scope = region.name if len(region.zones) == 1 else f"one zone of {region.name}"
-        have = " and ".join(f"{n} × {t}" for t, n in free)
+        have = " and ".join(f"{n} × {t}" for t, n in best_free)
         reason = f"waiting for {_fmt_machines(machines)} in {scope}: {best.name} has {have} free"
     if held:
         verb = "is" if sum(n for _, n in held) == 1 else "are"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -379,7 +380,7 @@ class LocalSlurm:
                 f"slurmd for {name} to listen on port {ports[name]}",
                 listening,
                 START_TIMEOUT,
-                lambda name=name: _tail(self.layout.log / f"slurmd-{name}.log"),
+                functools.partial(_tail, self.layout.log / f"slurmd-{name}.log"),
             )
 
         _wait_until(

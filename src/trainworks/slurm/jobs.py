@@ -158,7 +158,7 @@ def parse_nodes(text: str) -> dict[str, str]:
     """NodeName → NodeAddr from `scontrol show node -o` (one node per line)."""
     addresses = {}
     for line in text.splitlines():
-        fields = dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", line))
+        fields = {m[1]: m[2] for m in re.finditer(r"(\w+)=(\S*)", line)}
         name = fields.get("NodeName")
         if name:
             addresses[name] = fields.get("NodeAddr") or name

@@ -163,8 +163,8 @@ def run(argv: list[str], env: Mapping[str, str], run_dir: Path, gcs_root: str | 
         except InterruptedError:
             continue
     if os.WIFSIGNALED(status):
-        signum = os.WTERMSIG(status)
-        code, got = 128 + signum, signum
+        killed_by = os.WTERMSIG(status)
+        code, got = 128 + killed_by, killed_by
     else:
         code, got = os.WEXITSTATUS(status), None
     _write_exit(run_dir, code, got, slurm_job)

@@ -355,7 +355,7 @@ class ObjectService:
         if max_results < 1:
             raise bad_request("Invalid value for maxResults: it must be at least 1.")
         max_results = min(max_results, MAX_PAGE)
-        token = decode_page_token(page_token) if page_token else {"a": "", "p": False}
+        token: dict[str, Any] = decode_page_token(page_token) if page_token else {"a": "", "p": False}
         after: str = token["a"]
         skip = after if token["p"] else None
         markers = self.store.markers(bucket)

@@ -1,4 +1,4 @@
-"""Database rows. These are storage shapes, kept apart from the wire models in trainworks.resources."""
+"""Database rows. These are storage shapes, kept apart from the wire models (each kind's wire.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,58 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 
 from trainworks.store.types import UTCDateTime
 
 
 class Base(DeclarativeBase):
     pass
+
+
+# Where a job table's own columns sit among the shared ones (mapped_column sort_order; ties keep the
+# order of declaration, the class's own columns before the mixin's): the tables keep the column order
+# their migrations created.
+HEADER_ORDER = -3  # id .. error
+BEFORE_TIMES = -2  # a table's own columns between error and create_time
+TIMES_ORDER = -1  # create_time .. end_time
+# (0: a table's own columns between end_time and delete_operation_id)
+DELETE_ORDER = 1  # delete_operation_id
+AFTER_DELETE = 2  # a table's own columns after delete_operation_id
+
+
+class JobColumns:
+    """The columns every job table shares (custom jobs, tuning jobs, training pipelines), and its two
+    indexes: newest-first pages of a parent, and the active rows by state."""
+
+    id: Mapped[int] = mapped_column(
+        BigInteger, primary_key=True, autoincrement=False, sort_order=HEADER_ORDER
+    )
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False, sort_order=HEADER_ORDER)
+    location: Mapped[str] = mapped_column(String(64), nullable=False, sort_order=HEADER_ORDER)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False, sort_order=HEADER_ORDER)
+    state: Mapped[int] = mapped_column(Integer, nullable=False, sort_order=HEADER_ORDER)
+    # The user-settable part of the job as canonical proto JSON (displayName, jobSpec, labels, ...).
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, sort_order=HEADER_ORDER)
+    labels: Mapped[dict[str, str]] = mapped_column(
+        JSON, nullable=False, default=dict, sort_order=HEADER_ORDER
+    )
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, sort_order=HEADER_ORDER)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, sort_order=TIMES_ORDER)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, sort_order=TIMES_ORDER)
+    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, sort_order=TIMES_ORDER)
+    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, sort_order=TIMES_ORDER)
+    delete_operation_id: Mapped[int | None] = mapped_column(
+        BigInteger, nullable=True, sort_order=DELETE_ORDER
+    )
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Index, ...]:
+        table = cls.__tablename__  # type: ignore[attr-defined]
+        return (
+            Index(f"ix_{table}_parent_created", "project_number", "location", "create_time", "id"),
+            Index(f"ix_{table}_state", "state"),
+        )
 
 
 class ProjectRow(Base):
@@ -23,41 +68,26 @@ class ProjectRow(Base):
     create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
 
 
-class CustomJobRow(Base):
+class CustomJobRow(JobColumns, Base):
     __tablename__ = "custom_jobs"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
-    location: Mapped[str] = mapped_column(String(64), nullable=False)
-    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
-    state: Mapped[int] = mapped_column(Integer, nullable=False)
-    # The user-settable part of the job as canonical proto JSON (displayName, jobSpec, labels, ...).
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
-    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
-    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # The end the controller has decided on while replicas are still being torn down.
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     teardown_started: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    delete_operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # Restarts: the current attempt (0 first) and one entry per earlier attempt: kind, reason, time.
-    attempt: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    attempt: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0", sort_order=AFTER_DELETE
+    )
     history: Mapped[list[dict[str, Any]]] = mapped_column(
-        JSON, nullable=False, default=list, server_default="[]"
+        JSON, nullable=False, default=list, server_default="[]", sort_order=AFTER_DELETE
     )
     # Scheduling: higher priority first (label trainworks-priority), the zone it was admitted to, and why
     # it is still waiting when it is.
-    priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
-    zone: Mapped[str | None] = mapped_column(String(128), nullable=True)
-    waiting_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-
-    __table_args__ = (
-        Index("ix_custom_jobs_parent_created", "project_number", "location", "create_time", "id"),
-        Index("ix_custom_jobs_state", "state"),
+    priority: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0", sort_order=AFTER_DELETE
     )
+    zone: Mapped[str | None] = mapped_column(String(128), nullable=True, sort_order=AFTER_DELETE)
+    waiting_reason: Mapped[str | None] = mapped_column(Text, nullable=True, sort_order=AFTER_DELETE)
 
 
 class ReplicaRow(Base):
@@ -193,30 +223,12 @@ class PersistentResourceSpanRow(Base):
     __table_args__ = (Index("ix_persistent_resource_spans_parent", "project_number", "location"),)
 
 
-class TuningJobRow(Base):
+class TuningJobRow(JobColumns, Base):
     """A HyperparameterTuningJob; its study lives in Optuna's tables of the same database."""
 
     __tablename__ = "tuning_jobs"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
-    location: Mapped[str] = mapped_column(String(64), nullable=False)
-    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
-    state: Mapped[int] = mapped_column(Integer, nullable=False)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
-    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
-    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    delete_operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-
-    __table_args__ = (
-        Index("ix_tuning_jobs_parent_created", "project_number", "location", "create_time", "id"),
-        Index("ix_tuning_jobs_state", "state"),
-    )
 
 
 class TuningTrialRow(Base):
@@ -313,34 +325,18 @@ class DatasetRow(Base):
     __table_args__ = (Index("ix_datasets_parent_created", "project_number", "location", "create_time", "id"),)
 
 
-class TrainingPipelineRow(Base):
+class TrainingPipelineRow(JobColumns, Base):
     """A TrainingPipeline: the backing CustomJob or HyperparameterTuningJob it created, the dataset export it
     made for it, and the model it uploaded."""
 
     __tablename__ = "training_pipelines"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
-    location: Mapped[str] = mapped_column(String(64), nullable=False)
-    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
-    state: Mapped[int] = mapped_column(Integer, nullable=False)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
-    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
-    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    backing_kind: Mapped[str | None] = mapped_column(String(16), nullable=True)  # custom or tuning
-    backing_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    export: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    model: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # {name, versionId}
-    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    end_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    delete_operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-
-    __table_args__ = (
-        Index("ix_training_pipelines_parent_created", "project_number", "location", "create_time", "id"),
-        Index("ix_training_pipelines_state", "state"),
-    )
+    # custom or tuning
+    backing_kind: Mapped[str | None] = mapped_column(String(16), nullable=True, sort_order=BEFORE_TIMES)
+    backing_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, sort_order=BEFORE_TIMES)
+    export: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, sort_order=BEFORE_TIMES)
+    # {name, versionId}
+    model: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, sort_order=BEFORE_TIMES)
 
 
 class ApiTokenRow(Base):

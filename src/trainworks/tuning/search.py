@@ -93,7 +93,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, overload
 
 import numpy as np
 import optuna
@@ -250,6 +250,10 @@ def _stopping(spec: Mapping[str, Any]) -> StoppingSpec:
     )
 
 
+@overload
+def _enum(raw: Any, names: dict[int, str], path: str, default: str) -> str: ...
+@overload
+def _enum(raw: Any, names: dict[int, str], path: str, default: None) -> str | None: ...
 def _enum(raw: Any, names: dict[int, str], path: str, default: str | None) -> str | None:
     if raw is None:
         return default
@@ -362,9 +366,9 @@ class ConvexStoppingRule(BasePruner):
         maximize = study.direction == StudyDirection.MAXIMIZE
         if maximize:
             bound = y1 + max(slope, 0.0) * remaining
-            return bound < max(t.value for t in completed)  # type: ignore[type-var]
+            return bound < max(cast(float, t.value) for t in completed)  # completed trials have a value
         bound = y1 + min(slope, 0.0) * remaining
-        return bound > min(t.value for t in completed)  # type: ignore[type-var]
+        return bound > min(cast(float, t.value) for t in completed)
 
 
 def make_pruner(

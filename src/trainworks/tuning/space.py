@@ -118,12 +118,20 @@ class Param:
     values: tuple[Any, ...] = ()  # CATEGORICAL strings or DISCRETE floats, in spec order
     children: tuple[Child, ...] = ()
 
+    def float_bounds(self) -> tuple[float, float]:
+        assert self.low is not None and self.high is not None  # DOUBLE and INTEGER parameters have both
+        return float(self.low), float(self.high)
+
+    def int_bounds(self) -> tuple[int, int]:
+        assert self.low is not None and self.high is not None  # DOUBLE and INTEGER parameters have both
+        return int(self.low), int(self.high)
+
     # ------------------------------------------------------------------ Optuna side
     def distribution(self) -> BaseDistribution:
         if self.kind == DOUBLE:
-            return FloatDistribution(float(self.low), float(self.high), log=self.scale in (LOG, REVERSE_LOG))
+            return FloatDistribution(*self.float_bounds(), log=self.scale in (LOG, REVERSE_LOG))
         if self.kind == INTEGER:
-            return IntDistribution(int(self.low), int(self.high), log=self.scale in (LOG, REVERSE_LOG))
+            return IntDistribution(*self.int_bounds(), log=self.scale in (LOG, REVERSE_LOG))
         if self.kind == CATEGORICAL:
             return CategoricalDistribution(list(self.values))
         return IntDistribution(0, len(self.values) - 1)
@@ -132,10 +140,10 @@ class Param:
         """`trial.suggest_*` for this parameter; returns the internal value."""
         if self.kind == DOUBLE:
             log = self.scale in (LOG, REVERSE_LOG)
-            return trial.suggest_float(self.internal, float(self.low), float(self.high), log=log)
+            return trial.suggest_float(self.internal, *self.float_bounds(), log=log)
         if self.kind == INTEGER:
             log = self.scale in (LOG, REVERSE_LOG)
-            return trial.suggest_int(self.internal, int(self.low), int(self.high), log=log)
+            return trial.suggest_int(self.internal, *self.int_bounds(), log=log)
         if self.kind == CATEGORICAL:
             return trial.suggest_categorical(self.internal, list(self.values))
         return trial.suggest_int(self.internal, 0, len(self.values) - 1)
@@ -144,10 +152,10 @@ class Param:
         """The value the trial receives, from the value Optuna stores."""
         if self.kind == DOUBLE:
             x = float(internal)
-            return _reflect(x, float(self.low), float(self.high)) if self.scale == REVERSE_LOG else x
+            return _reflect(x, *self.float_bounds()) if self.scale == REVERSE_LOG else x
         if self.kind == INTEGER:
             n = int(internal)
-            return int(self.low) + int(self.high) - n if self.scale == REVERSE_LOG else n
+            return sum(self.int_bounds()) - n if self.scale == REVERSE_LOG else n
         if self.kind == CATEGORICAL:
             return str(internal)
         return float(self.values[int(internal)])
@@ -156,10 +164,10 @@ class Param:
         """Inverse of `to_external` (used by the grid)."""
         if self.kind == DOUBLE:
             x = float(external)
-            return _reflect(x, float(self.low), float(self.high)) if self.scale == REVERSE_LOG else x
+            return _reflect(x, *self.float_bounds()) if self.scale == REVERSE_LOG else x
         if self.kind == INTEGER:
             n = int(external)
-            return int(self.low) + int(self.high) - n if self.scale == REVERSE_LOG else n
+            return sum(self.int_bounds()) - n if self.scale == REVERSE_LOG else n
         if self.kind == CATEGORICAL:
             return str(external)
         return self._discrete_index(float(external))
@@ -188,7 +196,8 @@ class Param:
     # ------------------------------------------------------------------ grid
     def grid_values(self) -> Sequence[Value]:
         if self.kind == INTEGER:
-            return range(int(self.low), int(self.high) + 1)
+            low, high = self.int_bounds()
+            return range(low, high + 1)
         if self.kind in (CATEGORICAL, DISCRETE):
             return self.values
         raise ValueError("DOUBLE parameters have no grid")
@@ -439,7 +448,8 @@ def _child_id(spec: Any) -> str:
 def _parent_value(parent: Param, raw: Any, path: str) -> Value:
     if parent.kind == INTEGER:
         value = _number(raw, path, int)
-        if not int(parent.low) <= value <= int(parent.high):
+        low, high = parent.int_bounds()
+        if not low <= value <= high:
             raise SpecError(path, f"{value} is outside the parent's range")
         return value
     if parent.kind == CATEGORICAL:
@@ -512,7 +522,8 @@ def _param_size(param: Param, sizes: dict[str, int]) -> int:
         return cached
     if param.kind == INTEGER:
         specials = _special_ints(param)
-        plain = int(param.high) - int(param.low) + 1 - len(specials)
+        low, high = param.int_bounds()
+        plain = high - low + 1 - len(specials)
         total = plain + sum(_level_size(param.active_children(v), sizes) for v in specials)
     else:
         total = sum(_level_size(param.active_children(v), sizes) for v in param.grid_values())
@@ -544,7 +555,7 @@ def _decode_level(params: Sequence[Param], index: int, sizes: dict[str, int], ou
 
 def _decode_param(param: Param, index: int, sizes: dict[str, int], out: dict[str, Any]) -> None:
     if param.kind == INTEGER:
-        pos = int(param.low)
+        pos = param.int_bounds()[0]
         for special in _special_ints(param):
             run = special - pos
             if index < run:

@@ -17,6 +17,7 @@ import yaml
 
 from tests.support.server import LOCATION, PROJECT, ServerProcess
 from tests.support.slurm import require_slurm
+from trainworks.kernel.names import FlagError
 from trainworks.kinds.clusters.cli import (
     NEVER_UPDATED_IMAGE,
     cluster_name,
@@ -28,7 +29,6 @@ from trainworks.kinds.clusters.cli import (
     print_cluster_summary,
     print_cluster_table,
 )
-from trainworks.kinds.custom_jobs.pool_specs import FlagError
 
 PY = sys.executable
 REGION = ("--region", LOCATION)

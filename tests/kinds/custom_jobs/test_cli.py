@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
-from trainworks.cli.common import job_name
 from trainworks.client import ApiError, TrainworksClient, TrainworksConnectionError
+from trainworks.kernel.names import FlagError
+from trainworks.kinds.custom_jobs.cli import job_name
 from trainworks.kinds.custom_jobs.pool_specs import (
-    FlagError,
     build_custom_job,
     camelize,
     parse_dict,

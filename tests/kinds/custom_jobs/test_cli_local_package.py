@@ -22,8 +22,8 @@ from urllib.parse import quote
 import pytest
 
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
+from trainworks.kernel.names import FlagError
 from trainworks.kinds.custom_jobs.pool_specs import (
-    FlagError,
     LocalPackage,
     build_custom_job,
     check_local_package_flags,

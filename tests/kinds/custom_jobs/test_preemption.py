@@ -163,7 +163,7 @@ def test_cli_admin_preempt(spot_server: ServerProcess) -> None:
 
 
 def test_preemption_chance_follows_the_rate() -> None:
-    from trainworks.kinds.custom_jobs.policy import preemption_chance
+    from trainworks.kinds.custom_jobs.rules import preemption_chance
 
     assert preemption_chance(0.0, 3600) == 0.0
     assert abs(preemption_chance(1.0, 3600) - (1 - 2.718281828459045**-1)) < 1e-9

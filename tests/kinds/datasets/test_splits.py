@@ -65,7 +65,7 @@ def test_fraction_split_is_deterministic_across_processes() -> None:
     here = splits.fraction_split(table(300), Fractions.of(0.6, 0.3, 0.1))
     code = (
         "import json, sys\n"
-        "from trainworks.services import dataset_splits as s\n"
+        "from trainworks.kinds.datasets import splits as s\n"
         "rows = s.TableRows(['id'], [[str(i)] for i in range(300)])\n"
         "print(json.dumps(s.fraction_split(rows, s.Fractions.of(0.6, 0.3, 0.1))))\n"
     )

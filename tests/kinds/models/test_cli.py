@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.support.server import LOCATION, ServerProcess
-from trainworks.kinds.custom_jobs.pool_specs import FlagError
+from trainworks.kernel.names import FlagError
 from trainworks.kinds.models.cli import build_upload, model_name
 
 REGION = ("--region", LOCATION)

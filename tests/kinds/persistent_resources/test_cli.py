@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
-from trainworks.kinds.custom_jobs.pool_specs import FlagError
+from trainworks.kernel.names import FlagError
 from trainworks.kinds.persistent_resources.cli import (
     build_update,
     parse_replica_counts,

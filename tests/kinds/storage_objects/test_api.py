@@ -545,10 +545,10 @@ def test_gang_replicas_get_the_storage_url_unless_their_pool_sets_one(tmp_path: 
 
     from trainworks.backends.local import LocalBackend
     from trainworks.backends.python_packages import PackageEnvironments
-    from trainworks.backends.slurm import SlurmBackend, SlurmTarget
     from trainworks.config import Settings
     from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher
     from trainworks.slurm import task
+    from trainworks.slurm.backend import SlurmBackend, SlurmTarget
     from trainworks.storage.gcs import ObjectStore
     from trainworks.store.tables import CustomJobRow, ReplicaRow
 

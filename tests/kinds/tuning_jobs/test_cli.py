@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from tests.support.server import LOCATION, ServerProcess, wait_for
-from trainworks.cli.render import best_metric_text, rank_trials, trials_progress
-from trainworks.kinds.custom_jobs.pool_specs import FlagError
+from trainworks.kernel.names import FlagError
 from trainworks.kinds.tuning_jobs.cli import build_tuning_job, normalize_algorithm, tuning_job_name
+from trainworks.kinds.tuning_jobs.render import best_metric_text, rank_trials, trials_progress
 
 REGION = ("--region", LOCATION)
 

@@ -3,7 +3,8 @@ clusters on the server's host).
 
 There is no gcloud command for them: `create` and `update` send a --config file holding the resource exactly
 as the REST API takes it (snake_case or camelCase). Every change is a long-running operation that create,
-update and delete wait for unless `--async`. The shared options, client and error handling are in `common`.
+update and delete wait for unless `--async`. The common options, client and error handling are in
+`kernel.cli`.
 """
 
 from __future__ import annotations
@@ -15,21 +16,21 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
-    OperationTarget,
-    ProjectOpt,
-    RegionOpt,
-    handle_errors,
-    make_client,
-    report_operation,
-    require_region,
+from trainworks.kernel.cli import AsyncOpt, OperationTarget, OperationTimeoutOpt, Options, command
+from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.render import (
+    Column,
+    console,
+    error_text,
+    labels_text,
+    print_lines,
+    print_rows,
+    print_status,
+    print_table,
+    resource_id,
+    styled,
+    table,
 )
-from trainworks.cli.render import OutputFormat, _console, print_data, print_status
-from trainworks.kinds.custom_jobs.pool_specs import FlagError
 
 app = typer.Typer(
     name="clusters",
@@ -40,6 +41,7 @@ app = typer.Typer(
 
 COLLECTION = "modelDevelopmentClusters"
 KIND = "ModelDevelopmentCluster"
+CLUSTERS = NameSpec(COLLECTION, "CLUSTER_ID", KIND, "cluster", KIND)
 
 ClusterArg = Annotated[
     str,
@@ -57,12 +59,6 @@ ConfigOpt = Annotated[
         "takes it. Output-only fields (name, clusterStatus, times...) are dropped, so the output of "
         "`describe --format yaml` can be edited and sent back.",
     ),
-]
-AsyncOpt = Annotated[
-    bool, typer.Option("--async", help="Return at once with the operation instead of waiting for it.")
-]
-TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the operation (exit 1 after).")
 ]
 
 
@@ -153,19 +149,7 @@ def parse_update_mask(values: list[str] | None) -> list[str]:
 
 def cluster_name(value: str, project: str, region: str | None) -> str:
     """A full cluster name, from a name or a bare ID (expanded with --project and --region)."""
-    value = value.strip().strip("/")
-    if value.startswith("projects/"):
-        parts = value.split("/")
-        if len(parts) != 6 or parts[2] != "locations" or parts[4] != COLLECTION:
-            raise FlagError(
-                "CLUSTER_ID", f"[{value}] is not a {KIND} name (projects/P/locations/L/{COLLECTION}/ID)"
-            )
-        return value
-    if "/" in value or not value:
-        raise FlagError("CLUSTER_ID", f"[{value}] is neither a cluster ID nor a full {KIND} name")
-    if not region:
-        raise FlagError("--region", f"a region is needed to expand the cluster ID [{value}]; pass --region")
-    return f"projects/{project}/locations/{region}/{COLLECTION}/{value}"
+    return parse_name(CLUSTERS, value, project, region)
 
 
 def _get(message: dict[str, Any], camel: str) -> Any:
@@ -193,11 +177,6 @@ _STATE_STYLE = {
     "UPDATING": "cyan",
 }
 NEVER_UPDATED_IMAGE = "(default, never updated)"
-
-
-def _styled(state: str) -> str:
-    style = _STATE_STYLE.get(state)
-    return f"[{style}]{state}[/{style}]" if style else state
 
 
 def _int(value: Any) -> int:
@@ -276,37 +255,29 @@ def nodes_text(cluster: dict[str, Any]) -> str:
     return f"{running}/{max(len(nodes), static)}"
 
 
-def _cluster_id(name: str) -> str:
-    return name.rsplit("/", 1)[-1]
-
-
 def print_cluster_summary(cluster: dict[str, Any], events: int = 10) -> None:
     """A cluster as aligned `Label: value` lines (status, spec), then its nodes and its last `events`."""
     from rich.markup import escape
     from rich.padding import Padding
-    from rich.table import Table
 
-    console = _console()
+    out = console()
     status = cluster.get("clusterStatus") or {}
     slurm = _slurm(cluster)
     rows: list[tuple[str, str]] = [
         ("Name", escape(cluster.get("name", ""))),
         ("Display name", escape(cluster.get("displayName", ""))),
-        ("State", _styled(status.get("state", "STATE_UNSPECIFIED"))),
+        ("State", styled(status.get("state", "STATE_UNSPECIFIED"), _STATE_STYLE)),
     ]
     if status.get("detail"):
         rows.append(("Detail", escape(status["detail"])))
-    error = status.get("error")
-    if error:
-        rows.append(
-            ("Error", f"[red]code {error.get('code', 0)}: {escape(str(error.get('message', '')))}[/red]")
-        )
+    if status.get("error"):
+        rows.append(("Error", error_text(status["error"])))
     rows.append(("Created", cluster.get("createTime", "")))
     for label, key in (("Started", "startTime"), ("Updated", "updateTime")):
         if cluster.get(key):
             rows.append((label, cluster[key]))
     if cluster.get("labels"):
-        rows.append(("Labels", escape(", ".join(f"{k}={v}" for k, v in sorted(cluster["labels"].items())))))
+        rows.append(("Labels", escape(labels_text(cluster["labels"]))))
     network = cluster.get("network") or {}
     for label, key in (("Network", "network"), ("Subnetwork", "subnetwork")):
         if network.get(key):
@@ -316,97 +287,88 @@ def print_cluster_summary(cluster: dict[str, Any], events: int = 10) -> None:
     rows.append(("Slurm config", escape(_pairs(slurm.get("config"))) or "(none)"))
     prolog, epilog = len(slurm.get("prologBashScripts") or []), len(slurm.get("epilogBashScripts") or [])
     rows.append(("Job scripts", f"{prolog} prolog, {epilog} epilog"))
-    width = max(len(label) for label, _ in rows) + 2
-    for label, value in rows:
-        console.print(f"[bold]{label + ':':<{width}}[/bold]{value}", soft_wrap=True)
+    print_rows(rows, out)
 
     login_pool = str(slurm.get("loginNodePoolId", ""))
-    console.print("[bold]Node pools:[/bold]")
-    for pool in cluster.get("nodePools") or []:
-        console.print("  " + escape(node_pool_text(pool, login_pool)), soft_wrap=True)
-    console.print("[bold]Partitions:[/bold]")
+    print_lines(
+        "Node pools", [node_pool_text(pool, login_pool) for pool in cluster.get("nodePools") or []], out
+    )
     default = default_partition(cluster)
-    for partition in slurm.get("partitions") or []:
-        console.print("  " + escape(partition_text(partition, default)), soft_wrap=True)
+    partitions = [partition_text(partition, default) for partition in slurm.get("partitions") or []]
+    print_lines("Partitions", partitions, out)
     if slurm.get("nodeSets"):
-        console.print("[bold]Node sets:[/bold]")
-        for node_set in slurm["nodeSets"]:
-            text = f"{node_set.get('nodePoolId', '?')}: {_pairs(node_set.get('config')) or '(no config)'}"
-            console.print("  " + escape(text), soft_wrap=True)
+        node_sets = [
+            f"{node_set.get('nodePoolId', '?')}: {_pairs(node_set.get('config')) or '(no config)'}"
+            for node_set in slurm["nodeSets"]
+        ]
+        print_lines("Node sets", node_sets, out)
 
     nodes = status.get("nodesStatus") or []
-    console.print(f"[bold]Nodes ({len(nodes)}):[/bold]")
+    out.print(f"[bold]Nodes ({len(nodes)}):[/bold]")
     if nodes:
-        table = Table(box=None, header_style="bold", pad_edge=False)
-        for column in ("INSTANCE_NAME", "POOL", "TYPE", "STATE", "INSTANCE_ID", "CREATED"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("DETAIL", overflow="fold")
+        columns = [Column(c) for c in ("INSTANCE_NAME", "POOL", "TYPE", "STATE", "INSTANCE_ID", "CREATED")]
+        node_table = table([*columns, Column("DETAIL", fold=True)])
         for node in nodes:
-            table.add_row(
+            node_table.add_row(
                 escape(str(node.get("instanceName", ""))),
                 escape(str(node.get("nodePoolId", ""))),
                 str(node.get("nodePoolType", "")).removeprefix("NODE_POOL_TYPE_"),
-                _styled(str(node.get("nodeState", ""))),
+                styled(str(node.get("nodeState", "")), _STATE_STYLE),
                 escape(str(node.get("instanceId", ""))),
                 str(node.get("createTime", "")),
                 escape(str(node.get("detail", ""))),
             )
-        console.print(Padding(table, (0, 0, 0, 2)))
+        out.print(Padding(node_table, (0, 0, 0, 2)))
 
     all_events = sorted(cluster.get("clusterEvents") or [], key=lambda e: str(e.get("eventTime", "")))
     shown = all_events[-events:] if events > 0 else []
     count = f"last {len(shown)} of {len(all_events)}" if len(shown) < len(all_events) else str(len(shown))
-    console.print(f"[bold]Events ({count}):[/bold]")
+    out.print(f"[bold]Events ({count}):[/bold]")
     if shown:
-        table = Table(box=None, header_style="bold", pad_edge=False)
-        table.add_column("TIME", no_wrap=True)
-        table.add_column("TYPE", no_wrap=True)
-        table.add_column("MESSAGE", overflow="fold")
+        event_table = table([Column("TIME"), Column("TYPE"), Column("MESSAGE", fold=True)])
         for event in shown:
-            table.add_row(
+            event_table.add_row(
                 str(event.get("eventTime", "")),
                 escape(str(event.get("eventType", ""))),
                 escape(str(event.get("eventMessage", ""))),
             )
-        console.print(Padding(table, (0, 0, 0, 2)))
+        out.print(Padding(event_table, (0, 0, 0, 2)))
 
 
 def print_cluster_table(clusters: list[dict[str, Any]]) -> None:
     """Clusters as a table: ID, display name, state, nodes running/total, partitions, create time."""
     from rich.markup import escape
-    from rich.table import Table
 
-    console = _console()
-    if not clusters:
-        console.print("Listed 0 items.")
-        return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("CLUSTER_ID", no_wrap=True)
-    table.add_column("DISPLAY_NAME", overflow="fold")
-    table.add_column("STATE", no_wrap=True)
-    table.add_column("NODES", no_wrap=True, justify="right")
-    table.add_column("PARTITIONS", overflow="fold")
-    table.add_column("CREATE_TIME", no_wrap=True)
-    for cluster in clusters:
-        table.add_row(
-            _cluster_id(cluster.get("name", "")),
+    columns = [
+        Column("CLUSTER_ID"),
+        Column("DISPLAY_NAME", fold=True),
+        Column("STATE"),
+        Column("NODES", right=True),
+        Column("PARTITIONS", fold=True),
+        Column("CREATE_TIME"),
+    ]
+    rows = [
+        (
+            resource_id(cluster.get("name", "")),
             escape(cluster.get("displayName", "")),
-            _styled((cluster.get("clusterStatus") or {}).get("state", "")),
+            styled((cluster.get("clusterStatus") or {}).get("state", ""), _STATE_STYLE),
             nodes_text(cluster),
             escape(partitions_text(cluster)),
             cluster.get("createTime", ""),
         )
-    console.print(table)
+        for cluster in clusters
+    ]
+    print_table(columns, rows)
 
 
 # ====================================================================== operations
 TARGET = OperationTarget(
     kind=KIND,
     command="clusters",
-    summary=lambda cluster: print_cluster_summary(cluster),
+    summary=print_cluster_summary,
     # location-level operations: their parent is the server's (with the project number)
     name_from_operation=lambda op_name, name: (
-        f"{op_name.rsplit('/operations/', 1)[0]}/{COLLECTION}/{_cluster_id(name)}"
+        f"{op_name.rsplit('/operations/', 1)[0]}/{COLLECTION}/{resource_id(name)}"
     ),
 )
 
@@ -417,8 +379,7 @@ def _report_dropped(dropped: list[str]) -> None:
 
 
 # ====================================================================== commands
-@app.command()
-@handle_errors
+@command(app)
 def create(
     cluster_id: Annotated[
         str,
@@ -429,79 +390,50 @@ def create(
     ],
     config: ConfigOpt,
     async_: AsyncOpt = False,
-    timeout: TimeoutOpt = 600.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: OperationTimeoutOpt = 600.0,
+    *,
+    opts: Options,
 ) -> None:
     """Create a training cluster from a --config file and wait until it is RUNNING (unless --async)."""
-    location = require_region(region)
+    parent = opts.parent()
     body, dropped = load_cluster_config(config)
     _report_dropped(dropped)
-    parent = f"projects/{project}/locations/{location}"
-    with make_client(endpoint, api_key) as client:
-        op = client.create_cluster(parent, cluster_id, body)
-        report_operation(
-            client,
-            op,
-            TARGET,
-            action="create",
-            done_verb="Created",
-            name=f"{parent}/{COLLECTION}/{cluster_id}",
-            async_=async_,
-            timeout=timeout,
-            format=format,
-            endpoint=endpoint,
-        )
+    name = f"{parent}/{COLLECTION}/{cluster_id}"
+    TARGET.run(
+        opts, "create", name, async_, timeout, lambda client: client.create_cluster(parent, cluster_id, body)
+    )
 
 
-@app.command()
-@handle_errors
+@command(app)
 def describe(
     cluster: ClusterArg,
     events: Annotated[int, typer.Option("--events", min=0, help="How many of the last events to show.")] = 10,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Show a training cluster: status, node pools, partitions, nodes and last events (json/yaml: raw)."""
-    name = cluster_name(cluster, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(CLUSTERS, cluster)
+    with opts.client() as client:
         resource = client.get_cluster(name)
-    if format != OutputFormat.human:
-        print_data(resource, format)
-    else:
-        print_cluster_summary(resource, events)
+    opts.show(resource, lambda found: print_cluster_summary(found, events))
 
 
-@app.command("list")
-@handle_errors
+@command(app, "list")
 def list_(
     page_size: Annotated[
         int, typer.Option("--page-size", min=0, help="Clusters per request (0: server default).")
     ] = 0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """List every training cluster of a project and region (all pages), in ID order."""
-    location = require_region(region)
-    with make_client(endpoint, api_key) as client:
-        clusters = list(client.list_clusters(f"projects/{project}/locations/{location}", page_size))
-    if format != OutputFormat.human:
-        print_data(clusters, format)
-    else:
-        print_cluster_table(clusters)
+    parent = opts.parent()
+    with opts.client() as client:
+        clusters = list(client.list_clusters(parent, page_size))
+    opts.show(clusters, print_cluster_table)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def update(
     cluster: ClusterArg,
     config: ConfigOpt,
@@ -524,15 +456,12 @@ def update(
         ),
     ] = UpdateMode.USER_AND_SERVICE,
     async_: AsyncOpt = False,
-    timeout: TimeoutOpt = 600.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: OperationTimeoutOpt = 600.0,
+    *,
+    opts: Options,
 ) -> None:
     """Update a RUNNING training cluster; FILE is the full cluster, repeated fields and maps are replaced."""
-    name = cluster_name(cluster, project, region)
+    name = opts.name(CLUSTERS, cluster)
     body, dropped = load_cluster_config(config)
     _report_dropped(dropped)
     mask = parse_update_mask(update_mask)
@@ -551,53 +480,26 @@ def update(
             f"NOTE: USER_AND_SERVICE moves node pools without node_image ({', '.join(unpinned)}) to the "
             "newest default image, recreating their nodes when it changed; USER_ONLY keeps their image."
         )
-    with make_client(endpoint, api_key) as client:
-        op = client.update_cluster(name, body, mask, mode)
-        report_operation(
-            client,
-            op,
-            TARGET,
-            action="update",
-            done_verb="Updated",
-            name=name,
-            async_=async_,
-            timeout=timeout,
-            format=format,
-            endpoint=endpoint,
-        )
+    TARGET.run(
+        opts, "update", name, async_, timeout, lambda client: client.update_cluster(name, body, mask, mode)
+    )
 
 
-@app.command()
-@handle_errors
+@command(app)
 def delete(
     cluster: ClusterArg,
     async_: AsyncOpt = False,
-    timeout: TimeoutOpt = 600.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: OperationTimeoutOpt = 600.0,
+    *,
+    opts: Options,
 ) -> None:
     """Delete a training cluster and stop its Slurm daemons."""
-    name = cluster_name(cluster, project, region)
-    with make_client(endpoint, api_key) as client:
-        op = client.delete_cluster(name)
-        report_operation(
-            client,
-            op,
-            TARGET,
-            action="delete",
-            done_verb="Deleted",
-            name=name,
-            async_=async_,
-            timeout=timeout,
-            format=format,
-            endpoint=endpoint,
-        )
+    name = opts.name(CLUSTERS, cluster)
+    TARGET.run(opts, "delete", name, async_, timeout, lambda client: client.delete_cluster(name))
 
 
 __all__ = [
+    "CLUSTERS",
     "NEVER_UPDATED_IMAGE",
     "UpdateMode",
     "app",

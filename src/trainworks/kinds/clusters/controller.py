@@ -19,12 +19,11 @@ import logging
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from pathlib import Path
 from typing import Any
 
 from trainworks.backends.commands import TaskError
-from trainworks.backends.slurm import CLUSTER_LABEL, SlurmTarget
 from trainworks.catalog.node_images import ImageCatalog
 from trainworks.config import Settings
 from trainworks.kernel.ids import new_numeric_id
@@ -34,6 +33,7 @@ from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kinds.clusters.service import CLUSTER_TYPE, EMPTY, cluster_wire, row_name
 from trainworks.kinds.clusters.store import ClusterStore, key_of
 from trainworks.kinds.clusters.wire import ClusterState
+from trainworks.slurm.backend import CLUSTER_LABEL, SlurmTarget
 from trainworks.slurm.daemons import LocalSlurm, NodeInfo, SlurmError
 from trainworks.slurm.layout import COMPUTE, LOGIN, Layout, NodeSlot, build_layout
 from trainworks.store.tables import ClusterRow, CustomJobRow
@@ -122,7 +122,9 @@ class ClusterController(ReconcileLoop):
         if fresh and disk.exists():
             shutil.rmtree(disk, ignore_errors=True)
         disk.mkdir(parents=True, exist_ok=True)
-        pool = next((p for p in spec.get("nodePools", []) if p.get("id") == slot.pool_id), {})
+        pool: Mapping[str, Any] = next(
+            (p for p in spec.get("nodePools", []) if p.get("id") == slot.pool_id), {}
+        )
         service = self.images().service_scripts(str(realized.get("serviceScripts", "")))
         scripts = [s for s in (service.get("startup", ""), pool.get("startupScript")) if s]
         for i, body in enumerate(scripts):
@@ -153,8 +155,8 @@ class ClusterController(ReconcileLoop):
         self,
         row: ClusterRow,
         layout: Layout,
-        recreating: set[str] = frozenset(),
-        fresh: set[str] = frozenset(),
+        recreating: Set[str] = frozenset(),
+        fresh: Set[str] = frozenset(),
     ) -> list[dict[str, Any]]:
         """nodesStatus: login nodes, and the compute nodes that are up (a powered-down node is no VM)."""
         try:
@@ -178,13 +180,17 @@ class ClusterController(ReconcileLoop):
                 detail = f"image {slot.image}" + (f"; {detail}" if detail else "")
             old = before.get(slot.name)
             new_instance = old is None or slot.name in fresh
+            if old is None or new_instance:
+                instance_id, create_time = str(new_numeric_id()), now
+            else:
+                instance_id, create_time = old["instanceId"], old["createTime"]
             entry = {
                 "nodeState": state,
                 "nodePoolId": slot.pool_id,
                 "nodePoolType": slot.pool_type,
                 "instanceName": slot.name,
-                "instanceId": str(new_numeric_id()) if new_instance else old["instanceId"],
-                "createTime": now if new_instance else old["createTime"],
+                "instanceId": instance_id,
+                "createTime": create_time,
                 "lastUpdateTime": now,
                 "detail": detail,
             }

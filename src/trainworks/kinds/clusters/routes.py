@@ -2,51 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 
-from trainworks.api.errors import json_body
-from trainworks.kernel.params import int_param, query_param
+from trainworks.api.state import required, services
+from trainworks.kernel.routes import (
+    BODY,
+    PAGE,
+    UPDATE_MASK,
+    Collection,
+    Query,
+    create,
+    delete,
+    get,
+    list_,
+    update,
+)
+from trainworks.kinds.clusters.service import ClusterService
 
-PARENT = "/projects/{project}/locations/{location}/modelDevelopmentClusters"
+
+def _service(request: Request) -> ClusterService:
+    return required(services(request).clusters)
+
+
+CLUSTERS = Collection(
+    "modelDevelopmentClusters",
+    "cluster_id",
+    _service,
+    [
+        create(
+            ClusterService.create, Query("modelDevelopmentClusterId", "model_development_cluster_id"), BODY
+        ),
+        list_(ClusterService.list, *PAGE),
+        get(ClusterService.get),
+        update(ClusterService.update, BODY, UPDATE_MASK, Query("updateMode", "update_mode")),
+        delete(ClusterService.delete),
+    ],
+)
 
 
 def router(prefix: str = "/v1beta1") -> APIRouter:
-    api = APIRouter(prefix=prefix, tags=["modelDevelopmentClusters"])
-
-    def svc(request: Request) -> Any:
-        return request.app.state.services.clusters
-
-    @api.post(PARENT)
-    async def create(project: str, location: str, request: Request) -> Any:
-        body = await json_body(request)
-        cluster_id = query_param(request, "modelDevelopmentClusterId", "model_development_cluster_id")
-        return await run_in_threadpool(svc(request).create, project, location, cluster_id, body)
-
-    @api.get(PARENT)
-    def list_(project: str, location: str, request: Request) -> Any:
-        return svc(request).list(
-            project,
-            location,
-            int_param(request, "pageSize", "page_size"),
-            query_param(request, "pageToken", "page_token"),
-        )
-
-    @api.get(PARENT + "/{cluster_id}")
-    def get(project: str, location: str, cluster_id: str, request: Request) -> Any:
-        return svc(request).get(project, location, cluster_id)
-
-    @api.patch(PARENT + "/{cluster_id}")
-    async def update(project: str, location: str, cluster_id: str, request: Request) -> Any:
-        body = await json_body(request)
-        mask = query_param(request, "updateMask", "update_mask")
-        mode = query_param(request, "updateMode", "update_mode")
-        return await run_in_threadpool(svc(request).update, project, location, cluster_id, body, mask, mode)
-
-    @api.delete(PARENT + "/{cluster_id}")
-    def delete(project: str, location: str, cluster_id: str, request: Request) -> Any:
-        return svc(request).delete(project, location, cluster_id)
-
-    return api
+    return CLUSTERS.router(prefix)

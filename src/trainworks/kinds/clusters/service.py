@@ -22,13 +22,19 @@ from trainworks.kernel.errors import (
 )
 from trainworks.kernel.ids import new_numeric_id
 from trainworks.kernel.listing import id_page_token, read_id_page_token
+from trainworks.kernel.lro_store import Key
 from trainworks.kernel.names import parent_name
-from trainworks.kernel.operations import OperationService, aiplatform_type_url, operation_wire
+from trainworks.kernel.operations import (
+    OperationService,
+    aborted_by_delete,
+    aiplatform_type_url,
+    operation_wire,
+)
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kernel.wire_errors import parse_body
-from trainworks.kinds.clusters.store import ClusterStore, DuplicateCluster, Key, key_of
+from trainworks.kinds.clusters.store import ClusterStore, DuplicateCluster, key_of
 from trainworks.kinds.clusters.updates import initial_realized, plan_update
 from trainworks.kinds.clusters.validation import check_cluster_id, fill_defaults, validate_cluster
 from trainworks.kinds.clusters.wire import ClusterState, ModelDevelopmentCluster, input_dict
@@ -254,15 +260,11 @@ class ClusterService:
             return operation_wire(op)
         others = [s for s in C if s != C.STOPPING]
         # A create or update still running will not complete: its operation ends with the change, together.
-        aborted = None
-        if row.operation_id is not None:
-            message = f"The ModelDevelopmentCluster {row_name(row)} is being deleted."
-            aborted = (row.operation_id, {"code": int(Code.ABORTED), "message": message})
         if not self.store.transition(
             key_of(row),
             others,
             operation=op,
-            abort=aborted,
+            abort=aborted_by_delete(row.operation_id, "ModelDevelopmentCluster", row_name(row)),
             state=C.STOPPING,
             operation_id=op.id,
             detail="Deleting the cluster.",
@@ -276,10 +278,9 @@ def _operation(
     project_number: str, location: str, kind: str, metadata_type: str, progress: str | None = None
 ) -> OperationRow:
     """A cluster operation, not yet stored: the store records it with the change it tracks."""
-    op = OperationService.build(project_number, location, "", kind, metadata_type, API_VERSION)
-    if progress:
-        op.metadata_ = {**op.metadata_, "progressMessage": progress}
-    return op
+    return OperationService.build(
+        project_number, location, "", kind, metadata_type, API_VERSION, progress=progress
+    )
 
 
 def check_renderable(spec: dict[str, Any], realized: dict[str, Any], cluster_id: str, base: Path) -> None:

@@ -57,7 +57,8 @@ BOOT_DISK_TYPES = frozenset(
         "hyperdisk-throughput",
     }
 )
-DEFAULT_BOOT_DISK = {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}  # as DiskSpec (persistent resources)
+# As DiskSpec (persistent resources).
+DEFAULT_BOOT_DISK: dict[str, str | int] = {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}
 FLEX_START_MIN = timedelta(seconds=30)
 FLEX_START_MAX = timedelta(seconds=604800)
 DEFAULT_FLEX_START = "604800s"

@@ -1,7 +1,7 @@
 """`trainworks custom-jobs`: create and manage custom training jobs, modelled on `gcloud ai custom-jobs`.
 
-Only the commands live here: flag parsing is in `pool_specs`, output in `render`, the shared options,
-client and error handling in `common`, and packaging of --local-package-path in `submit.autopackage`.
+Only the commands live here: flag parsing is in `pool_specs`, output in `render`, the common options,
+client and error handling in `kernel.cli`, and packaging of --local-package-path in `submit.autopackage`.
 """
 
 from __future__ import annotations
@@ -11,38 +11,29 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
-    JobArg,
-    ProjectOpt,
-    RegionOpt,
-    endpoint_flag,
-    handle_errors,
-    job_name,
-    make_client,
-    poll_until_done,
-    require_region,
-)
-from trainworks.cli.render import (
-    OutputFormat,
-    _console,
-    print_data,
-    print_job_summary,
-    print_job_table,
-    print_log_entry,
-    print_status,
-)
 from trainworks.client.rest import ApiError
+from trainworks.kernel.cli import (
+    NO_FORMAT,
+    Options,
+    PollIntervalOpt,
+    WaitTimeoutOpt,
+    command,
+    delete_job,
+    page_size_for,
+    poll_until_done,
+    report_cancel,
+    show_final,
+    take,
+)
+from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.render import console, print_data, print_status
 from trainworks.kinds.custom_jobs.pool_specs import (
-    FlagError,
     LocalPackage,
     build_custom_job,
     check_local_package_flags,
     split_lists,
 )
+from trainworks.kinds.custom_jobs.render import print_job_summary, print_job_table, print_log_entry
 from trainworks.submit.autopackage import (
     AutopackageError,
     PackageBuildError,
@@ -59,9 +50,19 @@ app = typer.Typer(
     help="Create and manage custom training jobs (like `gcloud ai custom-jobs`).",
 )
 
+CUSTOM_JOBS = NameSpec("customJobs", "CUSTOM_JOB", "CustomJob", "job", "CustomJob")
+JobArg = Annotated[
+    str,
+    typer.Argument(metavar="CUSTOM_JOB", help="Job ID, or full name projects/P/locations/L/customJobs/ID."),
+]
 
-@app.command()
-@handle_errors
+
+def job_name(value: str, project: str, region: str | None) -> str:
+    """A full CustomJob name, from a name or a bare job ID (expanded with --project and --region)."""
+    return parse_name(CUSTOM_JOBS, value, project, region)
+
+
+@command(app)
 def create(
     display_name: Annotated[
         str | None,
@@ -153,15 +154,12 @@ def create(
             help="gs://BUCKET the package is uploaded to (under trainworks-packages/).",
         ),
     ] = None,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Create a custom job from --worker-pool-spec flags and/or a --config file, optionally running local
     code from --local-package-path."""
-    location = require_region(region)
+    parent = opts.parent()
     check_local_package_flags(local_package_path, script, python_module, requirements, executor_image_uri)
     plan: PackagePlan | None = None
     local: LocalPackage | None = None
@@ -192,16 +190,16 @@ def create(
         local_package=local,
     )
     if plan is not None:
-        _stage(plan, endpoint, api_key, format == OutputFormat.human)
-    with make_client(endpoint, api_key) as client:
-        job = client.create_custom_job(f"projects/{project}/locations/{location}", body)
-    if format != OutputFormat.human:
-        print_data(job, format)
+        _stage(plan, opts)
+    with opts.client() as client:
+        job = client.create_custom_job(parent, body)
+    if not opts.human:
+        print_data(job, opts.format)
         return
     name = job.get("name", "")
     print_status(f"CustomJob [{name}] is submitted successfully.")
     print_job_summary(job)
-    flags = endpoint_flag(endpoint)
+    flags = opts.endpoint_flag()
     print_status(
         "\nView its status with:\n"
         f"  trainworks custom-jobs describe {name}{flags}\n"
@@ -210,7 +208,7 @@ def create(
     )
 
 
-def _stage(plan: PackagePlan, endpoint: str, api_key: str | None, human: bool) -> None:
+def _stage(plan: PackagePlan, opts: Options) -> None:
     """Build and upload the package (a progress bar for humans), or say that it is staged already."""
     print_status(f"Packaging [{plan.root}] as [{plan.name}] ({len(plan.files)} files).")
     progress: Any = None
@@ -218,7 +216,7 @@ def _stage(plan: PackagePlan, endpoint: str, api_key: str | None, human: bool) -
 
     def started(total: int) -> None:
         nonlocal progress, task
-        if not human:
+        if not opts.human:
             return
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -227,7 +225,7 @@ def _stage(plan: PackagePlan, endpoint: str, api_key: str | None, human: bool) -
             BarColumn(),
             DownloadColumn(),
             TransferSpeedColumn(),
-            console=_console(stderr=True),
+            console=console(stderr=True),
         )
         progress.start()
         task = progress.add_task("upload", total=total)
@@ -237,9 +235,7 @@ def _stage(plan: PackagePlan, endpoint: str, api_key: str | None, human: bool) -
             progress.update(task, advance=done)
 
     try:
-        staged = stage_package(
-            CodeStore.for_endpoint(endpoint or DEFAULT_ENDPOINT, api_key), plan, advance, started
-        )
+        staged = stage_package(CodeStore.for_endpoint(opts.url, opts.api_key), plan, advance, started)
     except (StagingError, PackageBuildError) as exc:
         print_status(f"ERROR: {exc}")
         raise typer.Exit(1) from None
@@ -252,8 +248,7 @@ def _stage(plan: PackagePlan, endpoint: str, api_key: str | None, human: bool) -
         print_status(f"The package is already staged at [{staged.uri}] (same content): not uploaded again.")
 
 
-@app.command("list")
-@handle_errors
+@command(app, "list")
 def list_(
     filter: Annotated[
         str,
@@ -263,114 +258,62 @@ def list_(
     page_size: Annotated[
         int, typer.Option("--page-size", min=0, help="Jobs per request (0: server default).")
     ] = 0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """List custom jobs of a project and region, newest first."""
-    location = require_region(region)
-    jobs: list[dict[str, Any]] = []
-    with make_client(endpoint, api_key) as client:
-        size = page_size or (min(limit, 1000) if limit else 0)
-        for job in client.list_custom_jobs(f"projects/{project}/locations/{location}", filter, size):
-            jobs.append(job)
-            if limit is not None and len(jobs) >= limit:
-                break
-    if format != OutputFormat.human:
-        print_data(jobs, format)
-    else:
-        print_job_table(jobs)
+    parent = opts.parent()
+    with opts.client() as client:
+        jobs = take(client.list_custom_jobs(parent, filter, page_size_for(page_size, limit)), limit)
+    opts.show(jobs, print_job_table)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def describe(
     custom_job: JobArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Show a custom job."""
-    name = job_name(custom_job, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(CUSTOM_JOBS, custom_job)
+    with opts.client() as client:
         job = client.get_custom_job(name)
         status = None
-        if format == OutputFormat.human:
+        if opts.human:
             try:
                 status = client.get_custom_job_status(name)
             except ApiError:  # a plain Vertex endpoint has no status extension
                 status = None
-    if format != OutputFormat.human:
-        print_data(job, format)
-    else:
-        print_job_summary(job, status)
+    opts.show(job, lambda found: print_job_summary(found, status))
 
 
-@app.command()
-@handle_errors
+@command(app)
 def cancel(
     custom_job: JobArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Ask a running custom job to stop; it ends JOB_STATE_CANCELLED (cancellation is asynchronous)."""
-    name = job_name(custom_job, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(CUSTOM_JOBS, custom_job)
+    with opts.client() as client:
         result = client.cancel_custom_job(name)
-    if format != OutputFormat.human:
-        print_data(result, format)
-        return
-    print_status(
-        f"Request to cancel CustomJob [{name}] has been sent.\n"
-        f"Wait for it to end with:\n  trainworks custom-jobs wait {name}{endpoint_flag(endpoint)}"
-    )
+    report_cancel(opts, result, "CustomJob", name, "custom-jobs")
 
 
-@app.command()
-@handle_errors
+@command(app)
 def delete(
     custom_job: JobArg,
     async_: Annotated[bool, typer.Option("--async", help="Return without waiting for the deletion.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the deletion.")] = 300.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Delete a finished custom job (a running one must be cancelled first)."""
-    name = job_name(custom_job, project, region)
-    with make_client(endpoint, api_key) as client:
-        op = client.delete_custom_job(name)
-        if not async_ and not op.get("done"):
-            if format == OutputFormat.human:
-                print_status(f"Waiting for operation [{op.get('name', '')}] to complete...")
-            op = client.wait_operation(op["name"], timeout)
-    if format != OutputFormat.human:
-        print_data(op, format)
-    elif op.get("error"):
-        error = op["error"]
-        print_status(
-            f"ERROR: deleting CustomJob [{name}] failed: code {error.get('code')}: {error.get('message')}"
-        )
-        raise typer.Exit(1)
-    elif op.get("done"):
-        print_status(f"Deleted CustomJob [{name}].")
-    else:
-        print_status(f"Deletion of CustomJob [{name}] is in progress: operation [{op.get('name', '')}].")
-    if op.get("error"):
-        raise typer.Exit(1)
+    name = opts.name(CUSTOM_JOBS, custom_job)
+    delete_job(opts, "CustomJob", name, lambda client: client.delete_custom_job(name), async_, timeout, False)
 
 
-@app.command("stream-logs")
-@handle_errors
+@command(app, "stream-logs")
 def stream_logs(
     custom_job: JobArg,
     task: Annotated[
@@ -380,21 +323,17 @@ def stream_logs(
     follow: Annotated[
         bool, typer.Option("--follow/--no-follow", help="Keep streaming until the job ends.")
     ] = True,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Print a job's logs, each line prefixed with its task (workerpool0-0...), until the job ends."""
-    name = job_name(custom_job, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(CUSTOM_JOBS, custom_job)
+    with opts.client() as client:
         for entry in client.stream_logs(name, task=task, follow=follow):
-            print_log_entry(entry, format)
+            print_log_entry(entry, opts.format)
 
 
-@app.command()
-@handle_errors
+@command(app, options=NO_FORMAT)
 def shell(
     custom_job: JobArg,
     replica: Annotated[
@@ -403,49 +342,33 @@ def shell(
     command: Annotated[
         str | None, typer.Option("--command", help="Run this command instead, and exit with its status.")
     ] = None,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
+    *,
+    opts: Options,
 ) -> None:
     """Open an interactive shell in a running replica (its namespaces, working directory and env)."""
     from trainworks.kinds.custom_jobs.shell_cli import (
         open_shell,  # the WebSocket client loads only for this command
     )
 
-    name = job_name(custom_job, project, region)
-    raise typer.Exit(open_shell(endpoint or DEFAULT_ENDPOINT, api_key, name, replica, command))
+    name = opts.name(CUSTOM_JOBS, custom_job)
+    raise typer.Exit(open_shell(opts.url, opts.api_key, name, replica, command))
 
 
-@app.command()
-@handle_errors
+@command(app)
 def wait(
     custom_job: JobArg,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Give up (exit 1) after this many seconds.")
-    ] = None,
-    poll_interval: Annotated[
-        float, typer.Option("--poll-interval", min=0.05, help="Longest pause between polls.")
-    ] = 2.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: WaitTimeoutOpt = None,
+    poll_interval: PollIntervalOpt = 2.0,
+    *,
+    opts: Options,
 ) -> None:
     """Block until the job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled or timed out)."""
-    name = job_name(custom_job, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(CUSTOM_JOBS, custom_job)
+    with opts.client() as client:
         job = poll_until_done(
-            lambda: client.get_custom_job(name), f"CustomJob [{name}]", timeout, poll_interval, format
+            lambda: client.get_custom_job(name), f"CustomJob [{name}]", timeout, poll_interval, opts.format
         )
-    state = job.get("state", "")
-    if format != OutputFormat.human:
-        print_data(job, format)
-    else:
-        print_job_summary(job)
-    if state != "JOB_STATE_SUCCEEDED":
-        raise typer.Exit(1)
+    show_final(opts, job, print_job_summary, "JOB_STATE_SUCCEEDED")
 
 
-__all__ = ["app"]
+__all__ = ["CUSTOM_JOBS", "JobArg", "app", "job_name"]

@@ -29,7 +29,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from trainworks.backends.base import (
     Backend,
@@ -45,29 +45,35 @@ from trainworks.backends.gpus import devices_of
 from trainworks.backends.memory_limits import OUT_OF_MEMORY
 from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
 from trainworks.config import Settings
-from trainworks.contract.environment import POOL_NAMES
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import format_timestamp, now_utc, parse_duration, parse_timestamp
 from trainworks.kinds.custom_jobs.gang import GangJobs
-from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher, task_name
-from trainworks.kinds.custom_jobs.policy import (
+from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher
+from trainworks.kinds.custom_jobs.rules import (
     FLEX_START_DEFAULT_WAIT,
     MAX_JOB_RETRIES,
     MAX_PREEMPTION_RESTARTS,
     MAX_WORKER_RESTARTS,
     TRANSIENT_EXIT_CODES,
+    RestartKind,
     is_flex_start,
     is_spot,
+    job_retries_left,
     job_timeout,
     preemption_chance,
     preemption_exposure,
+    preemption_number,
+    preemption_restarts_left,
+    replica_task,
     restart_whole_job_on_worker_restart,
-    restarts_of,
     retries_disabled,
     scheduling_of,
+    succeeds_on_exit,
+    task_name,
+    worker_restarts_left,
 )
 from trainworks.kinds.custom_jobs.service_log import log_service
 from trainworks.kinds.custom_jobs.store import ACTIVE_STATES, JobStore
@@ -140,7 +146,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self.persistent: Any = None
         # Package builds in flight: an optimisation only; a restarted server simply starts them again.
         self._preparing: dict[int, Future[dict[int, Path]]] = {}
-        # When each SPOT job last rolled for random preemption, and in which attempt (job_policy's
+        # When each SPOT job last rolled for random preemption, and in which attempt (rules.py's
         # preemption_exposure); a restarted server starts the clock again, from when it started watching.
         self._rolled: dict[int, tuple[int, datetime]] = {}
         self._watching_since = now_utc()
@@ -190,7 +196,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
             decision = self._last_plan[1]
         else:
             pass_started = time.perf_counter()
-            holding = [allocation(j.id, j.project_number, j.location, j.zone, j.spec) for j in holding_jobs]
+            holding = [  # holding jobs all have a zone
+                allocation(j.id, j.project_number, j.location, cast(str, j.zone), j.spec)
+                for j in holding_jobs
+            ]
             requests = [
                 job_request(j.id, j.project_number, j.location, j.spec, j.labels, j.create_time)
                 for j in queued
@@ -299,7 +308,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
     def _fail(self, job: CustomJobRow, code: Code, message: str, grace: float | None = None) -> None:
         self._decide(job, S.JOB_STATE_FAILED, status_dict(code, message), grace)
 
-    def _restart(self, job: CustomJobRow, kind: str, reason: str, grace: float | None = None) -> None:
+    def _restart(self, job: CustomJobRow, kind: RestartKind, reason: str, grace: float | None = None) -> None:
         """Stop every replica, then run the job again from the start (its checkpoint directory is kept)."""
         outcome: dict[str, Any] = {"restart": kind, "reason": reason}
         if grace is not None:
@@ -313,7 +322,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         rows: list[ReplicaRow] = []
         for pool, spec in enumerate(job.spec["jobSpec"]["workerPoolSpecs"]):
             for index in range(int(spec.get("replicaCount", 0) or 0)):
-                run_dir = self.job_dir(job) / f"{POOL_NAMES[pool]}-{index}"
+                run_dir = self.job_dir(job) / task_name(pool, index)
                 # Records of an earlier attempt (all of whose replicas have stopped) must not be adopted.
                 for stale in ("shim.json", "exit.json"):
                     (run_dir / stale).unlink(missing_ok=True)
@@ -392,7 +401,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
                         job, replica, context, pythons.get(replica.pool), self._busy_gpus()
                     )
                 except (TaskError, LaunchError) as exc:
-                    message = f"The replica {task_name(replica)} could not start: {exc}"
+                    message = f"The replica {replica_task(replica)} could not start: {exc}"
                     self._fail(job, Code.FAILED_PRECONDITION, message)
                     return False
             self.jobs.update_replica(
@@ -433,7 +442,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 self.jobs.update_replica(replica.id, preempt_requested=True)
                 replica.preempt_requested = True
                 log_service(
-                    self.job_dir(job), f"Random preemption of {task_name(replica)} in {job.location}."
+                    self.job_dir(job), f"Random preemption of {replica_task(replica)} in {job.location}."
                 )
 
     def _watch(self, job: CustomJobRow) -> bool:
@@ -447,7 +456,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self._random_preemptions(job, replicas)  # of the replicas still running
         preempted = [r for r in replicas if r.preempt_requested and r.phase in ("planned", "running")]
         if preempted:
-            self._preempt(job, [task_name(r) for r in preempted])
+            self._preempt(job, [replica_task(r) for r in preempted])
             crash_point("preemption-decided")
             # Delivered now (SIGTERM, then the notice), not on the next pass: a pass that starts many
             # replicas takes seconds, and a reclaim does not wait while the job trains on.
@@ -485,7 +494,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 self._record_exit(replica, status.phase, status.exit_code, status.detail)
                 crash_point("replica-exit-recorded")
                 replica.phase = status.phase.value  # it has ended: a preemption finds nothing to stop
-            task = task_name(replica)
+            task = replica_task(replica)
             if status.phase == Phase.LOST:
                 self._lost(job, replica)
                 return True
@@ -494,13 +503,13 @@ class CustomJobController(GangJobs, ReconcileLoop):
             if status.exit_code != 0:
                 self._crashed(job, replica, status.exit_code or 0, status.detail)
                 return True
-            if replica.pool == 0 and replica.replica_index == 0:
+            if succeeds_on_exit(replica, status.exit_code):
                 self._decide(job, S.JOB_STATE_SUCCEEDED)
                 return True
         return False
 
     def _crashed(self, job: CustomJobRow, replica: ReplicaRow, code: int, detail: str) -> None:
-        task = task_name(replica)
+        task = replica_task(replica)
         reason = detail or "Error"
         message = f"The replica {task} exited with a non-zero status of {code}. Termination reason: {reason}."
         tail = _tail(Path(replica.run_dir) / "stderr.log")
@@ -508,31 +517,26 @@ class CustomJobController(GangJobs, ReconcileLoop):
             message += f"\n{tail}"
         if detail == OUT_OF_MEMORY:  # the OOM killer ended it (backends/memory_limits.py)
             message = f"The replica {task} ran out of memory and exited with a non-zero status of {code}."
-        transient = code in TRANSIENT_EXIT_CODES
-        if (
-            transient
-            and not retries_disabled(job)
-            and restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES
-        ):
-            self._restart(job, "transient", f"The replica {task} crashed ({detail or code}).")
+        if code in TRANSIENT_EXIT_CODES and job_retries_left(job):
+            self._restart(job, RestartKind.TRANSIENT, f"The replica {task} crashed ({detail or code}).")
             return
         self._fail(job, Code.INVALID_ARGUMENT, message)
 
     def _lost(self, job: CustomJobRow, replica: ReplicaRow) -> None:
-        task = task_name(replica)
+        task = replica_task(replica)
         what = f"The replica {task} was lost: its process ended without reporting an exit status"
         if retries_disabled(job):
             self._fail(job, Code.INTERNAL, f"{what} (was it killed from outside?); retries are disabled.")
         elif restart_whole_job_on_worker_restart(job):
-            if restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES:
-                self._restart(job, "internal", f"{what}; restartJobOnWorkerRestart is set.")
+            if job_retries_left(job):
+                self._restart(job, RestartKind.INTERNAL, f"{what}; restartJobOnWorkerRestart is set.")
             else:
                 self._fail(
                     job, Code.INTERNAL, f"{what}; the job was already retried {MAX_JOB_RETRIES} times."
                 )
-        elif replica.restarts < MAX_WORKER_RESTARTS:
+        elif worker_restarts_left(replica):
             log_service(self.job_dir(job), f"{what}. Restarting it.", severity="WARNING")
-            self.metrics.replicas_restarted("worker")
+            self.metrics.replicas_restarted(RestartKind.WORKER)
             for stale in ("shim.json", "exit.json"):
                 (Path(replica.run_dir) / stale).unlink(missing_ok=True)
             # A new run of the same replica (same address); the lost run keeps its row, times and cost.
@@ -559,10 +563,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
     def _preempt(self, job: CustomJobRow, tasks: list[str], by: str | None = None) -> None:
         """`by`: what preempted the replicas, when it was not a Spot VM reclaim (Slurm)."""
         notice = self.settings.preemption_notice_seconds
-        preemptions = restarts_of(job, "preemption") + 1
+        preemptions = preemption_number(job)
         names = ", ".join(tasks)
         what = f"{by}: {names} was preempted" if by else f"the Spot VM of {names} was preempted"
-        if retries_disabled(job) or preemptions > MAX_PREEMPTION_RESTARTS:
+        if not preemption_restarts_left(job):
             limit = (
                 "retries are disabled"
                 if retries_disabled(job)
@@ -581,7 +585,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
             )
             return
         cause = f"{by}: {names}" if by else f"Spot VM preempted: {names}"
-        self._restart(job, "preemption", f"{cause} (preemption {preemptions}).", grace=notice)
+        self._restart(job, RestartKind.PREEMPTION, f"{cause} (preemption {preemptions}).", grace=notice)
 
     def _record_exit(self, replica: ReplicaRow, phase: Phase, code: int | None, detail: str) -> None:
         self.jobs.update_replica(
@@ -666,10 +670,9 @@ class CustomJobController(GangJobs, ReconcileLoop):
         assert job.outcome is not None
         if not (
             job.teardown_started is None
-            and (job.outcome.get("restart") == "preemption" or job.outcome.get("preemption"))
-            and (replica.pool, replica.replica_index) == (0, 0)
+            and (job.outcome.get("restart") == RestartKind.PREEMPTION or job.outcome.get("preemption"))
             and status.phase == Phase.EXITED
-            and status.exit_code == 0
+            and succeeds_on_exit(replica, status.exit_code)
         ):
             return
         outcome: dict[str, Any] = {"state": int(S.JOB_STATE_SUCCEEDED), "error": None}
@@ -680,7 +683,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
             job.outcome = outcome
             log_service(
                 self.job_dir(job),
-                f"Task {task_name(replica)} completed. Exit code (0). It finished before the preemption "
+                f"Task {replica_task(replica)} completed. Exit code (0). It finished before the preemption "
                 "reached it: the job succeeded.",
             )
 

@@ -1,4 +1,4 @@
-"""The part of the CustomJob controller for jobs a gang backend runs whole (Slurm: backends/slurm.py).
+"""The part of the CustomJob controller for jobs a gang backend runs whole (Slurm: slurm/backend.py).
 
 A job that a gang backend accepts is submitted once per attempt, and each replica row keeps its
 backend_ref. The job stays PENDING (with the backend's reason) until the backend runs it; the backend's
@@ -14,7 +14,7 @@ import signal
 from concurrent.futures import Future
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainworks.backends.base import BackendUnavailable, GangBackend, LaunchError, Phase, ReplicaStatus
 from trainworks.backends.commands import TaskError
@@ -22,12 +22,15 @@ from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import now_utc
-from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher, task_name
-from trainworks.kinds.custom_jobs.policy import (
+from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher
+from trainworks.kinds.custom_jobs.rules import (
     MAX_JOB_RETRIES,
+    RestartKind,
+    job_retries_left,
     job_timeout,
-    restarts_of,
+    replica_task,
     retries_disabled,
+    succeeds_on_exit,
 )
 from trainworks.kinds.custom_jobs.service_log import log_service
 from trainworks.kinds.custom_jobs.store import JobStore
@@ -48,14 +51,20 @@ class GangJobs:
     metrics: ServerMetrics
     _preparing: dict[int, Future[dict[int, Path]]]
 
-    # provided by the controller
-    def job_dir(self, job: CustomJobRow) -> Path: ...
-    def _fail(self, job: CustomJobRow, code: Code, message: str, grace: float | None = None) -> None: ...
-    def _decide(self, job: CustomJobRow, state: JobState, error: dict[str, Any] | None = None) -> None: ...
-    def _restart(self, job: CustomJobRow, kind: str, reason: str, grace: float | None = None) -> None: ...
-    def _preempt(self, job: CustomJobRow, tasks: list[str], by: str | None = None) -> None: ...
-    def _crashed(self, job: CustomJobRow, replica: ReplicaRow, code: int, detail: str) -> None: ...
-    def _record_exit(self, replica: ReplicaRow, phase: Phase, code: int | None, detail: str) -> None: ...
+    # provided by the controller (declared for the type checker only: the controller's own come first)
+    if TYPE_CHECKING:
+
+        def job_dir(self, job: CustomJobRow) -> Path: ...
+        def _fail(self, job: CustomJobRow, code: Code, message: str, grace: float | None = None) -> None: ...
+        def _decide(
+            self, job: CustomJobRow, state: JobState, error: dict[str, Any] | None = None
+        ) -> None: ...
+        def _restart(
+            self, job: CustomJobRow, kind: RestartKind, reason: str, grace: float | None = None
+        ) -> None: ...
+        def _preempt(self, job: CustomJobRow, tasks: list[str], by: str | None = None) -> None: ...
+        def _crashed(self, job: CustomJobRow, replica: ReplicaRow, code: int, detail: str) -> None: ...
+        def _record_exit(self, replica: ReplicaRow, phase: Phase, code: int | None, detail: str) -> None: ...
 
     def _gang_of(self, replicas: list[ReplicaRow]) -> GangBackend | None:
         """The gang backend this attempt was submitted to (its replicas carry backend_refs), if any."""
@@ -143,7 +152,7 @@ class GangJobs:
         current = [(r, s) for r, s in zip(replicas, statuses, strict=True) if r.phase == "running"]
         preempted = [(r, s) for r, s in current if s.phase == Phase.PREEMPTED]
         if preempted:
-            self._preempt(job, [task_name(r) for r, _ in preempted], by=preempted[0][1].detail)
+            self._preempt(job, [replica_task(r) for r, _ in preempted], by=preempted[0][1].detail)
             return True
         timed_out = next((s for _, s in current if s.phase == Phase.TIMEOUT), None)
         if timed_out is not None:
@@ -159,23 +168,23 @@ class GangJobs:
                 self._gang_lost(job, replica, status.detail)
                 return True
             log_service(
-                self.job_dir(job), f"Task {task_name(replica)} completed. Exit code ({status.exit_code})."
+                self.job_dir(job), f"Task {replica_task(replica)} completed. Exit code ({status.exit_code})."
             )
             if status.exit_code != 0:
                 self._crashed(job, replica, status.exit_code or 0, status.detail)
                 return True
-            if replica.pool == 0 and replica.replica_index == 0:
+            if succeeds_on_exit(replica, status.exit_code):
                 self._decide(job, S.JOB_STATE_SUCCEEDED)
                 return True
         return True
 
     def _gang_lost(self, job: CustomJobRow, replica: ReplicaRow, detail: str) -> None:
         """A gang cannot restart one member: a lost replica restarts the whole job (at most 3 times)."""
-        what = f"The replica {task_name(replica)} was lost: {detail or 'it ended without an exit status'}"
+        what = f"The replica {replica_task(replica)} was lost: {detail or 'it ended without an exit status'}"
         if retries_disabled(job):
             self._fail(job, Code.INTERNAL, f"{what}; retries are disabled.")
-        elif restarts_of(job, "transient", "internal") < MAX_JOB_RETRIES:
-            self._restart(job, "internal", f"{what}.")
+        elif job_retries_left(job):
+            self._restart(job, RestartKind.INTERNAL, f"{what}.")
         else:
             self._fail(job, Code.INTERNAL, f"{what}; the job was already retried {MAX_JOB_RETRIES} times.")
 

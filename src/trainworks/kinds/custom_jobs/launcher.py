@@ -22,6 +22,7 @@ from trainworks.backends.python_packages import PackageEnvironments
 from trainworks.catalog.machines import machine_type
 from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES, JobContext, ReplicaSlot, replica_environment
+from trainworks.kinds.custom_jobs.rules import replica_task
 from trainworks.kinds.custom_jobs.service_log import log_service
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 from trainworks.tuning.trial_jobs import METRIC_FILE, trial_of
@@ -31,10 +32,6 @@ def machine_memory(pool: dict[str, Any]) -> int | None:
     """The memory of a pool's machine type in bytes (None for a type the catalog does not know)."""
     machine = machine_type(str((pool.get("machineSpec") or {}).get("machineType", "")))
     return int(machine.memory_gib * (1 << 30)) if machine is not None else None
-
-
-def task_name(replica: ReplicaRow) -> str:
-    return f"{POOL_NAMES[replica.pool]}-{replica.replica_index}"
 
 
 def host_env() -> dict[str, str]:
@@ -107,7 +104,7 @@ class ReplicaLauncher:
             have = f"{len(self.gpus)} GPU(s), {len(self.gpus) - len(busy)} free" if self.gpus else "no GPUs"
             log_service(
                 job_dir,
-                f"{task_name(replica)} asks for {count} × {kind} but this host has {have}: "
+                f"{replica_task(replica)} asks for {count} × {kind} but this host has {have}: "
                 "it runs without them.",
                 severity="WARNING",
             )
@@ -156,7 +153,7 @@ class ReplicaLauncher:
         return folder
 
     def container_names(self, job: CustomJobRow, replicas: Sequence[ReplicaRow]) -> list[str]:
-        return sorted({container_name(self.settings.home, job.id, task_name(r)) for r in replicas})
+        return sorted({container_name(self.settings.home, job.id, replica_task(r)) for r in replicas})
 
     def remove_leftovers(self, job: CustomJobRow, replicas: Sequence[ReplicaRow]) -> None:
         """A podman client killed by SIGKILL leaves its container running: remove what is left."""
@@ -185,6 +182,7 @@ class ReplicaLauncher:
     ) -> ProcessHandle:
         pool: dict[str, Any] = job.spec["jobSpec"]["workerPoolSpecs"][replica.pool]
         slot = ReplicaSlot(replica.pool, replica.replica_index, replica.host, replica.port)
+        task = replica_task(replica)
         job_dir = Path(replica.run_dir).parent
         extra = {
             **storage_env(self.settings),
@@ -210,14 +208,14 @@ class ReplicaLauncher:
             argv = podman_argv(
                 pool,
                 env,
-                container_name(self.settings.home, job.id, slot.task_name),
+                container_name(self.settings.home, job.id, task),
                 gcs_root,
                 podman=self.podman.executable or "podman",
                 pull=pull,
                 explicit_env=explicit,
                 packages_dir=python,
                 packages=packages,
-                labels={"trainworks.job": str(job.id), "trainworks.task": slot.task_name},
+                labels={"trainworks.job": str(job.id), "trainworks.task": task},
             )
             shim_gcs_root = None  # the supervisor must not unshare its mount namespace around podman
         else:
@@ -228,7 +226,7 @@ class ReplicaLauncher:
             process_env = {**base, **image, **env}
         request = LaunchRequest(
             job_id=str(job.id),
-            task_name=slot.task_name,
+            task_name=task,
             argv=argv,
             env=process_env,
             run_dir=Path(replica.run_dir),
@@ -261,13 +259,13 @@ class ReplicaLauncher:
             if self.podman is not None and "pythonPackageSpec" in pool:
                 # Under podman, prepare() staged the package files for an image, not an environment.
                 raise TaskError(
-                    f"{task_name(replica)}: python package tasks run on Slurm only when the server runs "
+                    f"{replica_task(replica)}: python package tasks run on Slurm only when the server runs "
                     "them in host mode (--container-runtime host)"
                 )
             try:
                 host_argv(pool, {}, python)  # a pool that cannot run fails here, not on the nodes
             except TaskError as exc:
-                raise TaskError(f"{task_name(replica)}: {exc}") from exc
+                raise TaskError(f"{replica_task(replica)}: {exc}") from exc
             extra = storage_env(self.settings)
             if context.trial_id:
                 extra["CLOUD_ML_HP_METRIC_FILE"] = str(Path(replica.run_dir) / METRIC_FILE)

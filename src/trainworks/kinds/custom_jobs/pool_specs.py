@@ -15,14 +15,7 @@ from typing import Any
 
 import yaml
 
-
-class FlagError(Exception):
-    """A command-line value is wrong; `flag` names the flag, the message says what and why."""
-
-    def __init__(self, flag: str, message: str) -> None:
-        super().__init__(f"Invalid value for [{flag}]: {message}")
-        self.flag = flag
-        self.message = message
+from trainworks.kernel.names import FlagError
 
 
 # ====================================================================== list and dict flags
@@ -465,7 +458,6 @@ def build_custom_job(
 __all__ = [
     "LOCAL_PACKAGING_KEYS",
     "WORKER_POOL_SPEC_KEYS",
-    "FlagError",
     "LocalPackage",
     "apply_local_package",
     "build_custom_job",

@@ -7,27 +7,27 @@ from typing import Any
 
 from sqlalchemy import ColumnElement
 
+from trainworks.jobs import listing
 from trainworks.jobs.enums import JobState
 from trainworks.jobs.lifecycle import request_cancel, request_delete
-from trainworks.kernel import listing
-from trainworks.kernel.errors import (
-    ApiError,
-    FieldViolation,
-    invalid_argument,
-    not_found,
+from trainworks.jobs.service import (
+    add_job_status,
+    admit_outputs,
+    find_job,
+    insert_new_job,
+    list_jobs,
+    refuse_unschedulable,
 )
-from trainworks.kernel.ids import new_numeric_id
-from trainworks.kernel.names import custom_job_name, numeric_id
+from trainworks.kernel.errors import FieldViolation, invalid_argument
+from trainworks.kernel.names import custom_job_name
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
-from trainworks.kernel.status import Code
-from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.kernel.wire import now_utc
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.kinds.custom_jobs.validation import validate_custom_job
 from trainworks.kinds.custom_jobs.web_access import wants_web_access, web_access_uris
 from trainworks.kinds.custom_jobs.wire import CustomJob, CustomJobSpec, input_dict
-from trainworks.scheduling.admission import never_fits
 from trainworks.scheduling.inventory import Inventory, default_inventory
 from trainworks.scheduling.job_requests import job_request
 from trainworks.storage.output_buckets import OutputBuckets
@@ -45,16 +45,7 @@ def job_wire(row: CustomJobRow) -> dict[str, Any]:
     """Canonical proto3 JSON of a stored job."""
     out: dict[str, Any] = {"name": custom_job_name(row.project_number, row.location, row.id)}
     out.update(row.spec)
-    out["state"] = S(row.state).name
-    out["createTime"] = format_timestamp(row.create_time)
-    if row.start_time:
-        out["startTime"] = format_timestamp(row.start_time)
-    if row.end_time:
-        out["endTime"] = format_timestamp(row.end_time)
-    out["updateTime"] = format_timestamp(row.update_time)
-    if row.error:
-        out["error"] = row.error
-    return out
+    return add_job_status(out, row, S(row.state).name)
 
 
 class CustomJobService:
@@ -83,33 +74,27 @@ class CustomJobService:
         violations = validate_custom_job(job, self.persistent_resource_check(project, location))
         if violations:
             raise invalid_argument(violations)
+        assert job.job_spec is not None  # validate_custom_job requires it
         number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
-        if self.output_buckets is not None:
-            self.output_buckets.admit(project, location, "custom_job", spec)
+        admit_outputs(self.output_buckets, project, location, "custom_job", spec)
         request = job_request(0, number, location, spec, job.labels, now)
         # A job on a persistent resource runs on the resource's capacity, not the inventory's.
-        impossible = None if job.job_spec.persistent_resource_id else never_fits(self.inventory, request)
-        if impossible:
-            raise ApiError(
-                Code.RESOURCE_EXHAUSTED,
-                f"The job can never be scheduled: {impossible}.",
-                reason="RESOURCE_EXHAUSTED",
-            )
-        row = CustomJobRow(
-            id=new_numeric_id(),
+        if not job.job_spec.persistent_resource_id:
+            refuse_unschedulable(self.inventory, request, "The job")
+        row = insert_new_job(
+            self.jobs,
+            CustomJobRow,
             project_number=number,
             location=location,
             display_name=job.display_name,
             state=int(S.JOB_STATE_QUEUED),
             spec=spec,
-            labels=dict(job.labels),
+            labels=job.labels,
+            now=now,
             priority=request.priority,
-            create_time=now,
-            update_time=now,
         )
-        self.jobs.insert(row)
         self.wake()
         return job_wire(row)
 
@@ -121,17 +106,12 @@ class CustomJobService:
             return None
 
         def check(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
-            return service.check_job(self.projects.number(project, location), location, spec, path)  # type: ignore[no-any-return]
+            return service.check_job(self.projects.number(project, location), location, spec, path)
 
         return check
 
     def find(self, project: str, location: str, job_id: str) -> CustomJobRow:
-        jid = numeric_id(job_id, "CustomJob")
-        number = self.projects.number(project, location)
-        row = self.jobs.get(jid, number, location)
-        if row is None:
-            raise not_found(f"CustomJob {custom_job_name(number, location, jid)}")
-        return row
+        return find_job(self.jobs, self.projects, project, location, job_id, "CustomJob", custom_job_name)
 
     def get(self, project: str, location: str, job_id: str) -> dict[str, Any]:
         return self.wire(self.find(project, location, job_id))
@@ -148,19 +128,10 @@ class CustomJobService:
     def list(
         self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
     ) -> dict[str, Any]:
-        size = listing.page_size(page_size)
-        where = job_filter(filter_text)
-        fingerprint = listing.fingerprint(filter_text)
-        after = listing.read_page_token(page_token, fingerprint) if page_token else None
-        number = self.projects.number(project, location)
-        rows = self.jobs.page(number, location, where, after, size + 1)
-        out: dict[str, Any] = {}
-        if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
-            out["customJobs"] = [listing.apply_read_mask(self.wire(r), read_mask) for r in rows[:size]]
-        if len(rows) > size:
-            last = rows[size - 1]
-            out["nextPageToken"] = listing.page_token(last.create_time, last.id, fingerprint)
-        return out
+        page = (page_size, page_token, filter_text, read_mask)
+        return list_jobs(
+            self.jobs, self.projects, project, location, page, job_filter, "customJobs", self.wire
+        )
 
     def cancel(self, project: str, location: str, job_id: str) -> None:
         if request_cancel(self.jobs, lambda: self.find(project, location, job_id), "CustomJob", job_id):

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from trainworks.api.auth import refusal
 from trainworks.api.errors import error_response
+from trainworks.api.state import services
 from trainworks.backends.shell import DEFAULT_TERM, ShellSession, ShellUnavailable, plan_shell
 from trainworks.kernel.errors import ApiError, FieldViolation, failed_precondition, invalid_argument
 from trainworks.kernel.status import Code
@@ -152,7 +153,7 @@ def router() -> APIRouter:
 
     @api.websocket(PARENT + "/{job_id}:shell")
     async def shell(websocket: WebSocket, project: str, location: str, job_id: str) -> None:
-        services = websocket.app.state.services
+        custom_jobs = services(websocket).custom_jobs
         refused = await run_in_threadpool(refusal, websocket)  # the API's own check: token and project
         if refused is not None:
             await _deny(websocket, refused)
@@ -160,7 +161,7 @@ def router() -> APIRouter:
         try:
             options = _options(websocket)
             row = await run_in_threadpool(
-                shell_replica, services.custom_jobs, project, location, job_id, options.replica
+                shell_replica, custom_jobs, project, location, job_id, options.replica
             )
             try:
                 plan = plan_shell(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainworks.contract.environment import POOL_NAMES
 from trainworks.costs.service import job_cost
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument
 from trainworks.kernel.names import custom_job_name
 from trainworks.kernel.wire import format_timestamp
+from trainworks.kinds.custom_jobs.rules import is_spot, replica_task
 from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.store.tables import ReplicaRow
 
@@ -18,7 +18,7 @@ S = JobState
 
 def _replica_wire(replica: ReplicaRow) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "task": f"{POOL_NAMES[replica.pool]}-{replica.replica_index}",
+        "task": replica_task(replica),
         "attempt": replica.attempt,
         "phase": replica.phase,
         "address": f"{replica.host}:{replica.port}",
@@ -67,8 +67,7 @@ class JobStatusService:
     def preempt(self, project: str, location: str, job_id: str, replica: str | None) -> dict[str, Any]:
         """Chaos: preempt a SPOT job's replica (or all of them) as a Spot VM reclaim would."""
         row = self.service.find(project, location, job_id)
-        strategy = ((row.spec["jobSpec"].get("scheduling") or {}).get("strategy")) or ""
-        if strategy != "SPOT":
+        if not is_spot(row):
             raise failed_precondition(
                 f"The CustomJob {job_id} does not use the SPOT strategy: it is not preemptible."
             )
@@ -77,7 +76,7 @@ class JobStatusService:
                 f"The CustomJob {job_id} is {S(row.state).name}; only running jobs are preempted."
             )
         replicas = [r for r in self.jobs.replicas(row.id, row.attempt) if r.phase in ("planned", "running")]
-        names = {f"{POOL_NAMES[r.pool]}-{r.replica_index}": r for r in replicas}
+        names = {replica_task(r): r for r in replicas}
         if replica is not None and replica not in names:
             raise invalid_argument(
                 [
@@ -90,4 +89,4 @@ class JobStatusService:
         for target in targets:
             self.jobs.update_replica(target.id, preempt_requested=True)
         self.service.wake()
-        return {"preempted": sorted(f"{POOL_NAMES[t.pool]}-{t.replica_index}" for t in targets)}
+        return {"preempted": sorted(replica_task(t) for t in targets)}

@@ -21,18 +21,9 @@ from urllib.parse import urlsplit
 
 import typer
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    JobArg,
-    ProjectOpt,
-    RegionOpt,
-    handle_errors,
-    job_name,
-    make_client,
-)
-from trainworks.cli.render import print_status
+from trainworks.kernel.cli import NO_FORMAT, Options, command
+from trainworks.kernel.render import print_status
+from trainworks.kinds.custom_jobs.cli import CUSTOM_JOBS, JobArg
 from trainworks.ports import bindable
 
 HOST = "127.0.0.1"
@@ -88,14 +79,12 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-@handle_errors
+@command(options=NO_FORMAT)
 def tensorboard(
     job: JobArg,
     port: Annotated[int, typer.Option("--port", help="Port for TensorBoard on 127.0.0.1.")] = 6006,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
+    *,
+    opts: Options,
 ) -> None:
     """Launch TensorBoard on a custom job's AIP_TENSORBOARD_LOG_DIR (<baseOutputDirectory>/logs/)."""
     if not 1 <= port <= 65535:
@@ -104,13 +93,13 @@ def tensorboard(
     if importlib.util.find_spec("tensorboard") is None:
         print_status("ERROR: TensorBoard is not installed here: pip install 'trainworks[tensorboard]'.")
         raise typer.Exit(1)
-    name = job_name(job, project, region)
-    client = make_client(endpoint, api_key)
+    name = opts.name(CUSTOM_JOBS, job)
+    client = opts.client()
     try:
         info = client.get_custom_job_tensorboard(name)
     finally:
         client.close()
-    log_dir = choose_log_dir(info, endpoint)
+    log_dir = choose_log_dir(info, opts.endpoint)
     if not bindable(HOST, port):  # else an old TensorBoard there would pass for this one
         print_status(f"ERROR: --port: {HOST}:{port} is in use; pick another port.")
         raise typer.Exit(1)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 
+from trainworks.api.state import services
+from trainworks.kernel.routes import JsonObject
 from trainworks.observability.log_dirs import tensorboard_log_dir
 
 PARENT = "/projects/{project}/locations/{location}/customJobs"
@@ -15,8 +15,8 @@ def router() -> APIRouter:
     api = APIRouter(prefix="/trainworks/v1", tags=["extensions"])
 
     @api.get(PARENT + "/{job_id}/tensorboard")
-    def tensorboard(project: str, location: str, job_id: str, request: Request) -> Any:
-        services = request.app.state.services
-        return tensorboard_log_dir(services.custom_jobs.get(project, location, job_id), services.settings)
+    def tensorboard(project: str, location: str, job_id: str, request: Request) -> JsonObject:
+        wired = services(request)
+        return tensorboard_log_dir(wired.custom_jobs.get(project, location, job_id), wired.settings)
 
     return api

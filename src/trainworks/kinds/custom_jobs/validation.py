@@ -6,6 +6,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Protocol
 
 from trainworks.catalog import machines
 from trainworks.jobs.enums import AcceleratorType, ReservationAffinityType, Strategy
@@ -15,6 +16,7 @@ from trainworks.kinds.custom_jobs.wire import (
     CustomJob,
     CustomJobSpec,
     EnvVar,
+    MachineSpec,
     ReservationAffinity,
     WorkerPoolSpec,
 )
@@ -96,7 +98,13 @@ def _check_gcs_uri(uri: str, path: str) -> list[FieldViolation]:
     return []
 
 
-def _check_machine(pool: WorkerPoolSpec, path: str) -> list[FieldViolation]:
+class _WithMachine(Protocol):
+    """A pool that names its machine: a worker pool, or a persistent resource's resource pool."""
+
+    machine_spec: MachineSpec | None
+
+
+def _check_machine(pool: _WithMachine, path: str) -> list[FieldViolation]:
     spec = pool.machine_spec
     if spec is None or not spec.machine_type:
         return [FieldViolation(f"{path}.machine_spec.machine_type", "a machine type is required")]

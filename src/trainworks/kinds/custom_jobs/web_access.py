@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from trainworks.contract.environment import POOL_NAMES
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument
+from trainworks.kinds.custom_jobs.rules import is_task_name, replica_task
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 
 if TYPE_CHECKING:
     from trainworks.kinds.custom_jobs.service import CustomJobService
 
 S = JobState
-REPLICA_NAME = re.compile(r"^workerpool[0-3]-\d+$")
-
-
-def replica_name(replica: ReplicaRow) -> str:
-    return f"{POOL_NAMES[replica.pool]}-{replica.replica_index}"
 
 
 def terminal_path(project_number: str, location: str, job_id: int, replica: str) -> str:
@@ -37,7 +31,7 @@ def web_access_uris(base_url: str, row: CustomJobRow, replicas: Sequence[Replica
         return {}
     base = base_url.rstrip("/")
     return {
-        replica_name(r): base + terminal_path(row.project_number, row.location, row.id, replica_name(r))
+        replica_task(r): base + terminal_path(row.project_number, row.location, row.id, replica_task(r))
         for r in replicas
         if r.attempt == row.attempt and r.phase == "running"
     }
@@ -47,7 +41,7 @@ def shell_replica(
     service: CustomJobService, project: str, location: str, job_id: str, replica: str
 ) -> ReplicaRow:
     """The running replica a shell opens into; FAILED_PRECONDITION when the job or replica is not running."""
-    if not REPLICA_NAME.match(replica):
+    if not is_task_name(replica):
         raise invalid_argument(
             [FieldViolation("replica", f"{replica!r} is not a replica name such as workerpool0-0")]
         )
@@ -58,7 +52,7 @@ def shell_replica(
             "a shell opens only into the replicas of a running job."
         )
     replicas = service.jobs.replicas(row.id, row.attempt)
-    names = {replica_name(r): r for r in replicas}
+    names = {replica_task(r): r for r in replicas}
     if replica not in names:
         raise invalid_argument(
             [

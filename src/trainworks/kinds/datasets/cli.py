@@ -3,7 +3,7 @@
 
 `create --csv` makes a tabular dataset from CSV objects (same header in each; `*` wildcards allowed);
 `create --jsonl` makes a text dataset and imports the JSONL objects into it (`--schema` picks image or video
-instead). The shared options, client and error handling are in `common`.
+instead). The common options, client and error handling are in `kernel.cli`.
 """
 
 from __future__ import annotations
@@ -12,22 +12,11 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
-    ProjectOpt,
-    RegionOpt,
-    exit_unless_succeeded,
-    handle_errors,
-    make_client,
-    operation_done,
-    require_region,
-)
-from trainworks.cli.render import OutputFormat, print_data, print_status
 from trainworks.client.rest import TrainworksClient
-from trainworks.kinds.custom_jobs.pool_specs import FlagError, parse_dict
+from trainworks.kernel.cli import Options, command, exit_unless_succeeded, operation_done
+from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.render import print_data, print_status
+from trainworks.kinds.custom_jobs.pool_specs import parse_dict
 
 app = typer.Typer(
     name="datasets",
@@ -40,24 +29,14 @@ DatasetArg = Annotated[
     str,
     typer.Argument(metavar="DATASET", help="Dataset ID, or full name projects/P/locations/L/datasets/ID."),
 ]
+DATASETS = NameSpec("datasets", "DATASET", "Dataset", "dataset", "Dataset")
 SCHEMA_PREFIX = "gs://google-cloud-aiplatform/schema/dataset/metadata/"
 NON_TABULAR = ("text", "image", "video")
 
 
 def dataset_name(value: str, project: str, region: str | None) -> str:
     """A full Dataset name, from a name or a bare ID (expanded with --project and --region)."""
-    value = value.strip().strip("/")
-    if value.startswith("projects/"):
-        if "/datasets/" not in value:
-            raise FlagError(
-                "DATASET", f"[{value}] is not a Dataset name (projects/P/locations/L/datasets/ID)"
-            )
-        return value
-    if "/" in value or not value:
-        raise FlagError("DATASET", f"[{value}] is neither a dataset ID nor a full Dataset name")
-    if not region:
-        raise FlagError("--region", f"a region is needed to expand the dataset ID [{value}]; pass --region")
-    return f"projects/{project}/locations/{region}/datasets/{value}"
+    return parse_name(DATASETS, value, project, region)
 
 
 def split_uris(text: str | None) -> list[str]:
@@ -120,8 +99,7 @@ def print_dataset_table(datasets: list[dict[str, Any]]) -> None:
 
 
 # ------------------------------------------------------------------ commands
-@app.command()
-@handle_errors
+@command(app)
 def create(
     display_name: Annotated[str, typer.Option("--display-name", help="Display name of the dataset.")],
     csv: Annotated[
@@ -135,14 +113,11 @@ def create(
     ] = "text",
     description: Annotated[str, typer.Option("--description", help="Description.")] = "",
     labels: Annotated[str | None, typer.Option("--labels", help="KEY=VALUE,... labels.")] = None,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Create a dataset from CSV (tabular) or JSONL (text, image, video) objects in a bucket."""
-    parent = f"projects/{project}/locations/{require_region(region)}"
+    parent = opts.parent()
     if bool(csv) == bool(jsonl):
         raise FlagError("--csv", "give exactly one of --csv (tabular) and --jsonl (non-tabular)")
     if jsonl and schema not in NON_TABULAR:
@@ -157,46 +132,41 @@ def create(
         body["metadata"] = {"inputConfig": {"gcsSource": {"uri": split_uris(csv)}}}
     else:
         body["metadataSchemaUri"] = SCHEMA_PREFIX + f"{schema}_1.0.0.yaml"
-    with make_client(endpoint, api_key) as client:
+    with opts.client() as client:
         op = _finish(client, client.create_dataset(parent, body), "creating the dataset")
         dataset = {k: v for k, v in op["response"].items() if k != "@type"}
         if jsonl:
             op = client.import_data(dataset["name"], _gcs_imports(jsonl))
             _finish(client, op, "importing the items")
             dataset = client.get_dataset(dataset["name"])
-    if format != OutputFormat.human:
-        print_data(dataset, format)
+    if not opts.human:
+        print_data(dataset, opts.format)
         return
     print_status(f"Created Dataset [{dataset['name']}].")
     print_dataset(dataset)
 
 
-@app.command("import")
-@handle_errors
+@command(app, "import")
 def import_(
     dataset: DatasetArg,
     jsonl: Annotated[str, typer.Option("--jsonl", help="Comma-separated gs:// JSONL objects to add.")],
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Add the items of JSONL objects to a non-tabular dataset."""
-    name = dataset_name(dataset, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(DATASETS, dataset)
+    with opts.client() as client:
         _finish(client, client.import_data(name, _gcs_imports(jsonl)), f"importing into Dataset [{name}]")
         result = client.get_dataset(name)
-    if format != OutputFormat.human:
-        print_data(result, format)
+    if not opts.human:
+        print_data(result, opts.format)
         return
     print_status(
         f"Imported into Dataset [{result['name']}]: it has {result.get('dataItemCount', '0')} items."
     )
 
 
-@app.command("list")
-@handle_errors
+@command(app, "list")
 def list_(
     filter: Annotated[
         str, typer.Option("--filter", help='AIP-160 filter, e.g. labels.team=ml or display_name:"iris*".')
@@ -204,60 +174,40 @@ def list_(
     sort_by: Annotated[
         str, typer.Option("--sort-by", help="display_name, create_time or update_time, optionally `desc`.")
     ] = "",
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """List datasets, newest first unless --sort-by says otherwise."""
-    parent = f"projects/{project}/locations/{require_region(region)}"
-    with make_client(endpoint, api_key) as client:
+    parent = opts.parent()
+    with opts.client() as client:
         datasets = list(client.list_datasets(parent, filter, order_by=sort_by))
-    if format != OutputFormat.human:
-        print_data(datasets, format)
-    else:
-        print_dataset_table(datasets)
+    opts.show(datasets, print_dataset_table)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def describe(
     dataset: DatasetArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Show a dataset."""
-    name = dataset_name(dataset, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(DATASETS, dataset)
+    with opts.client() as client:
         result = client.get_dataset(name)
-    if format != OutputFormat.human:
-        print_data(result, format)
-    else:
-        print_dataset(result)
+    opts.show(result, print_dataset)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def delete(
     dataset: DatasetArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Delete a dataset and the server's copy of its data."""
-    name = dataset_name(dataset, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(DATASETS, dataset)
+    with opts.client() as client:
         op = _finish(client, client.delete_dataset(name), f"deleting Dataset [{name}]")
-    if format != OutputFormat.human:
-        print_data(op, format)
-    else:
-        print_status(f"Deleted Dataset [{name}].")
+    opts.show(op, lambda _op: print_status(f"Deleted Dataset [{name}]."))
 
 
-__all__ = ["app", "dataset_name", "split_uris"]
+__all__ = ["DATASETS", "app", "dataset_name", "split_uris"]

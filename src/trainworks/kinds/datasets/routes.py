@@ -2,60 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 
-from trainworks.api.errors import json_body
-from trainworks.kernel.params import int_param, query_param
+from trainworks.api.state import required, services
+from trainworks.kernel.routes import (
+    API_VERSION,
+    BODY,
+    LIST,
+    ORDER_BY,
+    READ_MASK,
+    UPDATE_MASK,
+    Collection,
+    create,
+    delete,
+    get,
+    list_,
+    update,
+    verb,
+)
+from trainworks.kinds.datasets.service import DatasetService
 
-PARENT = "/projects/{project}/locations/{location}/datasets"
+
+def _service(request: Request) -> DatasetService:
+    return required(services(request).datasets)
+
+
+DATASETS = Collection(
+    "datasets",
+    "dataset_id",
+    _service,
+    [
+        create(DatasetService.create, BODY, API_VERSION),
+        list_(DatasetService.list, *LIST, ORDER_BY),
+        get(DatasetService.get, READ_MASK),
+        update(DatasetService.update, BODY, UPDATE_MASK),
+        verb("POST", "import", "import_data", DatasetService.import_data, BODY, API_VERSION),
+        delete(DatasetService.delete, API_VERSION),
+    ],
+)
 
 
 def router(prefix: str) -> APIRouter:
-    api = APIRouter(prefix=prefix, tags=["datasets"])
-    api_version = prefix.strip("/")
-
-    def svc(request: Request) -> Any:
-        return request.app.state.services.datasets
-
-    @api.post(PARENT)
-    async def create(project: str, location: str, request: Request) -> Any:
-        body = await json_body(request)
-        return await run_in_threadpool(svc(request).create, project, location, body, api_version)
-
-    @api.get(PARENT)
-    def list_(project: str, location: str, request: Request) -> Any:
-        return svc(request).list(
-            project,
-            location,
-            int_param(request, "pageSize", "page_size"),
-            query_param(request, "pageToken", "page_token"),
-            query_param(request, "filter", "filter"),
-            query_param(request, "readMask", "read_mask"),
-            query_param(request, "orderBy", "order_by"),
-        )
-
-    @api.get(PARENT + "/{dataset_id}")
-    def get(project: str, location: str, dataset_id: str, request: Request) -> Any:
-        return svc(request).get(project, location, dataset_id, query_param(request, "readMask", "read_mask"))
-
-    @api.patch(PARENT + "/{dataset_id}")
-    async def update(project: str, location: str, dataset_id: str, request: Request) -> Any:
-        body = await json_body(request)
-        mask = query_param(request, "updateMask", "update_mask")
-        return await run_in_threadpool(svc(request).update, project, location, dataset_id, body, mask)
-
-    @api.post(PARENT + "/{dataset_id}:import")
-    async def import_data(project: str, location: str, dataset_id: str, request: Request) -> Any:
-        body = await json_body(request)
-        return await run_in_threadpool(
-            svc(request).import_data, project, location, dataset_id, body, api_version
-        )
-
-    @api.delete(PARENT + "/{dataset_id}")
-    async def delete(project: str, location: str, dataset_id: str, request: Request) -> Any:
-        return await run_in_threadpool(svc(request).delete, project, location, dataset_id, api_version)
-
-    return api
+    return DATASETS.router(prefix)

@@ -9,6 +9,7 @@ field. The split rules are in dataset_splits.py, the files in dataset_files.py.
 from __future__ import annotations
 
 import base64
+import builtins
 import hashlib
 import json
 import shutil
@@ -87,12 +88,15 @@ def _done_operation(
 ) -> OperationRow:
     """A finished operation, not yet stored: the store records it with the change it reports (the work is
     done within the request, so an operation stored apart from it could be left undone by a crash)."""
-    op = OperationService.build(
-        row.project_number, row.location, f"datasets/{row.id}", kind, metadata_type, api_version
+    return OperationService.build(
+        row.project_number,
+        row.location,
+        f"datasets/{row.id}",
+        kind,
+        metadata_type,
+        api_version,
+        response=response,
     )
-    op.done = True
-    op.response = response
-    return op
 
 
 def export_stamp(now: datetime) -> str:
@@ -399,7 +403,7 @@ class DatasetService:
         counts = {name: len(assignment[name]) for name in splits.SETS}
         return DatasetExport(row.data_format, directory, env, counts)
 
-    def _load(self, row: DatasetRow) -> tuple[list[str] | None, list[Any]]:
+    def _load(self, row: DatasetRow) -> tuple[builtins.list[str] | None, builtins.list[Any]]:
         """The stored rows (tabular: header and rows; else items, with None for the header). An import
         replaces the data file, so a file gone meanwhile is read again from the row's new path."""
         for _ in range(3):
@@ -418,7 +422,7 @@ class DatasetService:
 
     @staticmethod
     def _assign(plan: _Plan, records: splits.Records) -> splits.Assignment:
-        split = getattr(plan.config, plan.split) if plan.split else None
+        split: Any = getattr(plan.config, plan.split) if plan.split else None  # the named split's model
         if plan.split == "filter_split":
             matchers = [
                 splits.compile_record_filter(split.training_filter),

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, and_, delete, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, CursorResult, and_, delete, or_, select, update
 
-from trainworks.store.crash_points import crash_point
+from trainworks.kernel.lro_store import record_in
 from trainworks.store.database import Database
 from trainworks.store.tables import DatasetRow, OperationRow
+
+OPERATION_POINT = "dataset-operation"  # crash point: a change and its finished operation are being stored
 
 
 class DatasetStore:
@@ -21,7 +22,7 @@ class DatasetStore:
         """Store a new dataset, and the operation reporting it in the same transaction."""
         with self.db.session() as session:
             session.add(row)
-            _record(session, operation)
+            record_in(session, operation, OPERATION_POINT)
         return row
 
     def get(self, dataset_id: int, project_number: str, location: str) -> DatasetRow | None:
@@ -90,22 +91,16 @@ class DatasetStore:
         if expected_update is not None:
             query = query.where(DatasetRow.update_time == expected_update)
         with self.db.session() as session:
-            if not session.execute(query.values(**values)).rowcount:
+            if not cast(CursorResult[Any], session.execute(query.values(**values))).rowcount:
                 return False
-            _record(session, operation)
+            record_in(session, operation, OPERATION_POINT)
             return True
 
     def remove(self, dataset_id: int, operation: OperationRow | None = None) -> bool:
         """Delete the row and, in the same transaction when it was there, store `operation`."""
         with self.db.session() as session:
-            if not session.execute(delete(DatasetRow).where(DatasetRow.id == dataset_id)).rowcount:
+            removed = session.execute(delete(DatasetRow).where(DatasetRow.id == dataset_id))
+            if not cast(CursorResult[Any], removed).rowcount:
                 return False
-            _record(session, operation)
+            record_in(session, operation, OPERATION_POINT)
             return True
-
-
-def _record(session: Session, operation: OperationRow | None) -> None:
-    """Add the operation reporting a change to the change's transaction: a crash keeps both or neither."""
-    if operation is not None:
-        session.add(operation)
-        crash_point("dataset-operation")

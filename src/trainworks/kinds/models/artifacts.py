@@ -89,7 +89,10 @@ class ArtifactRegistry:
         files = sorted(f for f in fs.find(source) if not fs.isdir(f))
         if not files:
             raise _bad_uri(f"{uri} is empty: the model directory holds no files", path)
-        bucket_dir = (self.objects.bucket_root / parsed.bucket).resolve() if self.objects.is_local else None
+        buckets = self.objects.bucket_root  # set whenever the store is local
+        bucket_dir = (
+            (buckets / parsed.bucket).resolve() if self.objects.is_local and buckets is not None else None
+        )
         staging = self.root / ".staging" / uuid.uuid4().hex
         staging.mkdir(parents=True)
         try:

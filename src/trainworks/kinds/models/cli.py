@@ -1,31 +1,29 @@
 """`trainworks models`: upload models to the registry and manage their versions, modelled on
 `gcloud ai models`.
 
-A MODEL argument is a model ID or a full name, optionally with `@VERSION_ID` or `@ALIAS`. The shared
-options, client and error handling are in `common`; tables here follow `render`'s style.
+A MODEL argument is a model ID or a full name, optionally with `@VERSION_ID` or `@ALIAS`. The common
+options, client and error handling are in `kernel.cli`; tables here follow `kernel.render`'s style.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
-    ProjectOpt,
-    RegionOpt,
+from trainworks.client.rest import TrainworksClient
+from trainworks.kernel.cli import (
+    Options,
+    command,
     exit_unless_succeeded,
-    handle_errors,
-    make_client,
     operation_done,
-    require_region,
+    page_size_for,
+    take,
 )
-from trainworks.cli.render import OutputFormat, print_data, print_status
-from trainworks.kinds.custom_jobs.pool_specs import FlagError, parse_dict, split_list
+from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.render import Column, OutputFormat, print_data, print_status, print_table, resource_id
+from trainworks.kinds.custom_jobs.pool_specs import parse_dict, split_list
 
 app = typer.Typer(
     name="models",
@@ -35,6 +33,7 @@ app = typer.Typer(
 )
 
 _ARG = "MODEL"
+MODELS = NameSpec("models", _ARG, "model", "model", "model")
 ModelArg = Annotated[
     str,
     typer.Argument(
@@ -47,17 +46,7 @@ ModelArg = Annotated[
 # ====================================================================== flag parsing (no network)
 def model_name(value: str, project: str, region: str | None) -> str:
     """A full model name (keeping any @VERSION or @ALIAS), from a name or a bare ID."""
-    value = value.strip().strip("/")
-    if value.startswith("projects/"):
-        parts = value.split("/")
-        if len(parts) != 6 or parts[2] != "locations" or parts[4] != "models" or not parts[5]:
-            raise FlagError(_ARG, f"[{value}] is not a model name (projects/P/locations/L/models/ID)")
-        return value
-    if "/" in value or not value or value.startswith("@"):
-        raise FlagError(_ARG, f"[{value}] is neither a model ID nor a full model name")
-    if not region:
-        raise FlagError("--region", f"a region is needed to expand the model ID [{value}]; pass --region")
-    return f"projects/{project}/locations/{region}/models/{value}"
+    return parse_name(MODELS, value, project, region)
 
 
 def build_upload(
@@ -104,42 +93,49 @@ def build_upload(
 
 
 # ====================================================================== output
-def _model_id(name: str) -> str:
-    return name.rsplit("/", 1)[-1]
-
-
 def print_model_table(models: list[dict[str, Any]], versions: bool = False) -> None:
     """Models (or versions of one) as a table: ID, version, aliases, display name, artifacts, created."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
-    console = Console(width=200, highlight=False, soft_wrap=False)
-    if not models:
-        console.print("Listed 0 items.")
-        return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("MODEL_ID" if not versions else "VERSION_NAME", no_wrap=True)
-    table.add_column("VERSION_ID", no_wrap=True)
-    table.add_column("ALIASES", overflow="fold")
-    table.add_column("DISPLAY_NAME", overflow="fold")
-    table.add_column("ARTIFACT_URI", overflow="fold")
-    table.add_column("CREATE_TIME", no_wrap=True)
-    for model in models:
-        table.add_row(
-            escape(_model_id(model.get("name", ""))),
+    columns = [
+        Column("MODEL_ID" if not versions else "VERSION_NAME"),
+        Column("VERSION_ID"),
+        Column("ALIASES", fold=True),
+        Column("DISPLAY_NAME", fold=True),
+        Column("ARTIFACT_URI", fold=True),
+        Column("CREATE_TIME"),
+    ]
+    rows = [
+        (
+            escape(resource_id(model.get("name", ""))),
             model.get("versionId", ""),
             escape(",".join(model.get("versionAliases", []))),
             escape(model.get("displayName", "")),
             escape(model.get("artifactUri", "")),
             model.get("versionCreateTime" if versions else "createTime", ""),
         )
-    console.print(table)
+        for model in models
+    ]
+    # 200 columns even on a terminal: model names and URIs are long.
+    print_table(columns, rows, out=Console(width=200, highlight=False, soft_wrap=False))
+
+
+def _delete(
+    opts: Options, name: str, what: str, delete: Callable[[TrainworksClient], dict[str, Any]], timeout: float
+) -> None:
+    """Delete a model or a version through its operation, waiting up to `timeout` for it."""
+    with opts.client() as client:
+        op = operation_done(client, delete(client), timeout)
+    if not opts.human:
+        print_data(op, opts.format)
+    exit_unless_succeeded(op, f"delete {what}", timeout)
+    if opts.human:
+        print_status(f"Deleted {what}.")
 
 
 # ====================================================================== commands
-@app.command()
-@handle_errors
+@command(app)
 def upload(
     display_name: Annotated[str, typer.Option("--display-name", help="Display name of the model version.")],
     artifact_uri: Annotated[
@@ -167,15 +163,12 @@ def upload(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the upload.")
     ] = 300.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Upload a model (or a new version of one) to the registry; its files are copied into the registry."""
-    location = require_region(region)
-    parent_name = model_name(parent_model, project, location) if parent_model else None
+    parent = opts.parent()
+    parent_name = opts.name(MODELS, parent_model) if parent_model else None
     body = build_upload(
         display_name=display_name,
         artifact_uri=artifact_uri,
@@ -187,22 +180,19 @@ def upload(
         parent_model=parent_name,
         model_id=model_id,
     )
-    with make_client(endpoint, api_key) as client:
-        op = operation_done(
-            client, client.upload_model(f"projects/{project}/locations/{location}", body), timeout
-        )
-    if format != OutputFormat.human:
-        print_data(op, format)
+    with opts.client() as client:
+        op = operation_done(client, client.upload_model(parent, body), timeout)
+    if not opts.human:
+        print_data(op, opts.format)
     exit_unless_succeeded(op, "upload the model", timeout)
-    if format == OutputFormat.human:
+    if opts.human:
         response = op.get("response", {})
         print_status(
             f"Uploaded model [{response.get('model', '')}] as version [{response.get('modelVersionId', '')}]."
         )
 
 
-@app.command("list")
-@handle_errors
+@command(app, "list")
 def list_(
     filter: Annotated[
         str, typer.Option("--filter", help='AIP-160 filter, e.g. display_name="churn" AND labels.team=ml')
@@ -214,121 +204,79 @@ def list_(
         int | None, typer.Option("--limit", min=1, help="Show at most this many models.")
     ] = None,
     page_size: Annotated[int, typer.Option("--page-size", min=0, help="Models per request.")] = 0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """List the models of a project and region (each as its default version)."""
-    location = require_region(region)
-    models: list[dict[str, Any]] = []
-    with make_client(endpoint, api_key) as client:
-        size = page_size or (min(limit, 1000) if limit else 0)
-        for model in client.list_models(f"projects/{project}/locations/{location}", filter, order_by, size):
-            models.append(model)
-            if limit is not None and len(models) >= limit:
-                break
-    if format != OutputFormat.human:
-        print_data(models, format)
-    else:
-        print_model_table(models)
+    parent = opts.parent()
+    with opts.client() as client:
+        models = take(client.list_models(parent, filter, order_by, page_size_for(page_size, limit)), limit)
+    opts.show(models, print_model_table)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def describe(
     model: ModelArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Show a model version (MODEL@VERSION, MODEL@ALIAS, or the default version)."""
-    name = model_name(model, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(MODELS, model)
+    with opts.client() as client:
         found = client.get_model(name)
     # gcloud's describe prints YAML; json stays available for scripts.
-    print_data(found, OutputFormat.json if format == OutputFormat.json else OutputFormat.yaml)
+    print_data(found, OutputFormat.json if opts.format == OutputFormat.json else OutputFormat.yaml)
 
 
-@app.command("list-versions")
-@handle_errors
+@command(app, "list-versions")
 def list_versions(
     model: ModelArg,
     filter: Annotated[str, typer.Option("--filter", help="AIP-160 filter over the versions.")] = "",
     order_by: Annotated[
         str, typer.Option("--order-by", help="display_name, create_time or update_time.")
     ] = "",
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """List the versions of a model."""
-    name = model_name(model, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(MODELS, model)
+    with opts.client() as client:
         versions = list(client.list_model_versions(name, filter, order_by))
-    if format != OutputFormat.human:
-        print_data(versions, format)
-    else:
-        print_model_table(versions, versions=True)
+    opts.show(versions, lambda found: print_model_table(found, versions=True))
 
 
-@app.command()
-@handle_errors
+@command(app)
 def delete(
     model: ModelArg,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
     ] = 300.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Delete a model with all its versions and their registry copies."""
-    name = model_name(model, project, region)
+    name = opts.name(MODELS, model)
     if "@" in name:
         raise FlagError(
             _ARG, f"[{model}] names a version; use `trainworks models delete-version` for one version"
         )
-    with make_client(endpoint, api_key) as client:
-        op = operation_done(client, client.delete_model(name), timeout)
-    if format != OutputFormat.human:
-        print_data(op, format)
-    exit_unless_succeeded(op, f"delete model [{name}]", timeout)
-    if format == OutputFormat.human:
-        print_status(f"Deleted model [{name}].")
+    _delete(opts, name, f"model [{name}]", lambda client: client.delete_model(name), timeout)
 
 
-@app.command("delete-version")
-@handle_errors
+@command(app, "delete-version")
 def delete_version(
     model: ModelArg,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
     ] = 300.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Delete one version (MODEL@VERSION or MODEL@ALIAS); the default version only when it is the last."""
-    name = model_name(model, project, region)
+    name = opts.name(MODELS, model)
     if "@" not in name:
         raise FlagError(_ARG, f"[{model}] names no version: give MODEL@VERSION_ID or MODEL@ALIAS")
-    with make_client(endpoint, api_key) as client:
-        op = operation_done(client, client.delete_model_version(name), timeout)
-    if format != OutputFormat.human:
-        print_data(op, format)
-    exit_unless_succeeded(op, f"delete model version [{name}]", timeout)
-    if format == OutputFormat.human:
-        print_status(f"Deleted model version [{name}].")
+    _delete(opts, name, f"model version [{name}]", lambda client: client.delete_model_version(name), timeout)
 
 
 __all__ = ["app", "build_upload", "model_name", "print_model_table"]

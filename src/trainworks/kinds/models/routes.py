@@ -6,71 +6,51 @@ ones, since `{model}` would otherwise swallow `ID:listVersions`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 
-from trainworks.api.errors import json_body
-from trainworks.kernel.params import int_param, query_param
+from trainworks.api.state import required, services
+from trainworks.kernel.routes import (
+    API_VERSION,
+    BODY,
+    FILTER,
+    ORDER_BY,
+    PAGE,
+    READ_MASK,
+    UPDATE_MASK,
+    Collection,
+    delete,
+    get,
+    list_,
+    update,
+    verb,
+)
+from trainworks.kinds.models.service import ModelService
 
-PARENT = "/projects/{project}/locations/{location}"
-MODEL = PARENT + "/models/{model}"
+# Models and their versions list with the same parameters, orderBy before readMask.
+_LIST = (*PAGE, FILTER, ORDER_BY, READ_MASK)
 
 
-def _service(request: Request) -> Any:
-    return request.app.state.services.models
+def _service(request: Request) -> ModelService:
+    return required(services(request).models)
 
 
-def _list_args(request: Request) -> tuple[int, str, str, str, str]:
-    return (
-        int_param(request, "pageSize", "page_size"),
-        query_param(request, "pageToken", "page_token"),
-        query_param(request, "filter", "filter"),
-        query_param(request, "orderBy", "order_by"),
-        query_param(request, "readMask", "read_mask"),
-    )
+MODELS = Collection(
+    "models",
+    "model",
+    _service,
+    [
+        # Copying the artifacts is file work: off the event loop, as every method that reads a body.
+        verb("POST", "upload", "upload", ModelService.upload, BODY, API_VERSION, on_resource=False),
+        list_(ModelService.list, *_LIST),
+        verb("GET", "listVersions", "list_versions", ModelService.list_versions, *_LIST),
+        verb("POST", "mergeVersionAliases", "merge_aliases", ModelService.merge_aliases, BODY),
+        verb("DELETE", "deleteVersion", "delete_version", ModelService.delete_version, API_VERSION),
+        get(ModelService.get),
+        update(ModelService.update, BODY, UPDATE_MASK),
+        delete(ModelService.delete, API_VERSION),
+    ],
+)
 
 
 def router(prefix: str) -> APIRouter:
-    api = APIRouter(prefix=prefix, tags=["models"])
-    api_version = prefix.strip("/")
-
-    @api.post(PARENT + "/models:upload")
-    async def upload(project: str, location: str, request: Request) -> Any:
-        body = await json_body(request)
-        # Copying the artifacts is file work: off the event loop.
-        return await run_in_threadpool(_service(request).upload, project, location, body, api_version)
-
-    @api.get(PARENT + "/models")
-    def list_(project: str, location: str, request: Request) -> Any:
-        return _service(request).list(project, location, *_list_args(request))
-
-    @api.get(MODEL + ":listVersions")
-    def list_versions(project: str, location: str, model: str, request: Request) -> Any:
-        return _service(request).list_versions(project, location, model, *_list_args(request))
-
-    @api.post(MODEL + ":mergeVersionAliases")
-    async def merge_aliases(project: str, location: str, model: str, request: Request) -> Any:
-        body = await json_body(request)
-        return await run_in_threadpool(_service(request).merge_aliases, project, location, model, body)
-
-    @api.delete(MODEL + ":deleteVersion")
-    def delete_version(project: str, location: str, model: str, request: Request) -> Any:
-        return _service(request).delete_version(project, location, model, api_version)
-
-    @api.get(MODEL)
-    def get(project: str, location: str, model: str, request: Request) -> Any:
-        return _service(request).get(project, location, model)
-
-    @api.patch(MODEL)
-    async def update(project: str, location: str, model: str, request: Request) -> Any:
-        body = await json_body(request)
-        mask = query_param(request, "updateMask", "update_mask")
-        return await run_in_threadpool(_service(request).update, project, location, model, body, mask)
-
-    @api.delete(MODEL)
-    def delete(project: str, location: str, model: str, request: Request) -> Any:
-        return _service(request).delete(project, location, model, api_version)
-
-    return api
+    return MODELS.router(prefix)

@@ -12,6 +12,7 @@ finished Operation is written in the same transaction as the change.
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import re
 from collections.abc import Callable
@@ -41,7 +42,7 @@ from trainworks.kernel.filtering import (
 from trainworks.kernel.filtering import parse_filter as parse_aip160
 from trainworks.kernel.ids import new_numeric_id
 from trainworks.kernel.names import parent_name
-from trainworks.kernel.operations import aiplatform_type_url, operation_wire
+from trainworks.kernel.operations import OperationService, aiplatform_type_url, operation_wire
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp, now_utc
@@ -485,23 +486,14 @@ class ModelService:
         response: dict[str, Any],
     ) -> OperationRow:
         """A finished Operation under the model, written with the change it reports."""
-        now = now_utc()
-        stamp = now.isoformat()
-        return OperationRow(
-            id=new_numeric_id(),
-            project_number=key.project_number,
-            location=key.location,
-            resource=f"models/{key.model_id}",
-            kind=kind,
-            metadata_={
-                "@type": aiplatform_type_url(metadata_type, api_version),
-                "genericMetadata": {"createTime": stamp, "updateTime": stamp},
-            },
-            done=True,
+        return OperationService.build(
+            key.project_number,
+            key.location,
+            f"models/{key.model_id}",
+            kind,
+            metadata_type,
+            api_version,
             response=response,
-            error=None,
-            create_time=now,
-            update_time=now,
         )
 
     # ------------------------------------------------------------ read
@@ -557,7 +549,7 @@ class ModelService:
 
     @staticmethod
     def _page(
-        rows: list[tuple[ModelRow, ModelVersionRow]],
+        rows: builtins.list[tuple[ModelRow, ModelVersionRow]],
         size: int,
         offset: int,
         fingerprint: str,
@@ -633,7 +625,12 @@ class ModelService:
             return model_wire(row, version)
 
     def _set_aliases(
-        self, session: Any, key: ModelKey, row: ModelRow, version: ModelVersionRow, aliases: list[str]
+        self,
+        session: Any,
+        key: ModelKey,
+        row: ModelRow,
+        version: ModelVersionRow,
+        aliases: builtins.list[str],
     ) -> None:
         """Give `version` exactly `aliases`; the ones other versions held move here."""
         if DEFAULT in aliases:

@@ -151,7 +151,7 @@ class ModelStore:
             return [_pair(r) for r in session.execute(query)]
 
 
-def _pair(row: Row[Any]) -> tuple[ModelRow, ModelVersionRow]:
+def _pair(row: Row[ModelRow, ModelVersionRow]) -> tuple[ModelRow, ModelVersionRow]:
     return row[0], row[1]
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 
-from trainworks.api.errors import json_body
+from trainworks.api.state import services
+from trainworks.kernel.bodies import json_body
 from trainworks.kernel.errors import FieldViolation, invalid_argument
+from trainworks.kernel.operations import OperationService
 from trainworks.kernel.params import int_param, query_param
+from trainworks.kernel.routes import JsonObject
 from trainworks.kernel.wire import parse_duration
 
 LOCATION = "/projects/{project}/locations/{location}"
@@ -18,12 +22,12 @@ UNDER = LOCATION + "/{collection}/{resource_id}"
 def router(prefix: str) -> APIRouter:
     api = APIRouter(prefix=prefix, tags=["operations"])
 
-    def svc(request: Request) -> Any:
-        return request.app.state.services.operations
+    def svc(request: Request) -> OperationService:
+        return services(request).operations
 
     # Location-level operations.
     @api.get(LOCATION + "/operations")
-    def list_ops(project: str, location: str, request: Request) -> Any:
+    def list_ops(project: str, location: str, request: Request) -> JsonObject:
         return svc(request).list(
             project,
             location,
@@ -33,29 +37,29 @@ def router(prefix: str) -> APIRouter:
         )
 
     @api.get(LOCATION + "/operations/{op}")
-    def get_op(project: str, location: str, op: str, request: Request) -> Any:
+    def get_op(project: str, location: str, op: str, request: Request) -> JsonObject:
         return svc(request).get(project, location, "", op)
 
     @api.post(LOCATION + "/operations/{op}:wait")
-    async def wait_op(project: str, location: str, op: str, request: Request) -> Any:
+    async def wait_op(project: str, location: str, op: str, request: Request) -> JsonObject:
         timeout = _timeout(request, await json_body(request, required=False))
-        from starlette.concurrency import run_in_threadpool
-
         return await run_in_threadpool(svc(request).wait, project, location, "", op, timeout)
 
     @api.post(LOCATION + "/operations/{op}:cancel")
-    def cancel_op(project: str, location: str, op: str, request: Request) -> Any:
+    def cancel_op(project: str, location: str, op: str, request: Request) -> JsonObject:
         svc(request).cancel(project, location, "", op)
         return {}
 
     @api.delete(LOCATION + "/operations/{op}")
-    def delete_op(project: str, location: str, op: str, request: Request) -> Any:
+    def delete_op(project: str, location: str, op: str, request: Request) -> JsonObject:
         svc(request).delete(project, location, "", op)
         return {}
 
     # Operations under a resource, e.g. customJobs/123/operations/456.
     @api.get(UNDER + "/operations")
-    def list_res_ops(project: str, location: str, collection: str, resource_id: str, request: Request) -> Any:
+    def list_res_ops(
+        project: str, location: str, collection: str, resource_id: str, request: Request
+    ) -> JsonObject:
         return svc(request).list(
             project,
             location,
@@ -67,16 +71,14 @@ def router(prefix: str) -> APIRouter:
     @api.get(UNDER + "/operations/{op}")
     def get_res_op(
         project: str, location: str, collection: str, resource_id: str, op: str, request: Request
-    ) -> Any:
+    ) -> JsonObject:
         return svc(request).get(project, location, f"{collection}/{resource_id}", op)
 
     @api.post(UNDER + "/operations/{op}:wait")
     async def wait_res_op(
         project: str, location: str, collection: str, resource_id: str, op: str, request: Request
-    ) -> Any:
+    ) -> JsonObject:
         timeout = _timeout(request, await json_body(request, required=False))
-        from starlette.concurrency import run_in_threadpool
-
         return await run_in_threadpool(
             svc(request).wait, project, location, f"{collection}/{resource_id}", op, timeout
         )
@@ -84,14 +86,14 @@ def router(prefix: str) -> APIRouter:
     @api.post(UNDER + "/operations/{op}:cancel")
     def cancel_res_op(
         project: str, location: str, collection: str, resource_id: str, op: str, request: Request
-    ) -> Any:
+    ) -> JsonObject:
         svc(request).cancel(project, location, f"{collection}/{resource_id}", op)
         return {}
 
     @api.delete(UNDER + "/operations/{op}")
     def delete_res_op(
         project: str, location: str, collection: str, resource_id: str, op: str, request: Request
-    ) -> Any:
+    ) -> JsonObject:
         svc(request).delete(project, location, f"{collection}/{resource_id}", op)
         return {}
 

@@ -2,7 +2,7 @@
 `gcloud ai persistent-resources`.
 
 Every change is a long-running operation: create, update, reboot and delete wait for it unless `--async`.
-The shared options, client and error handling are in `common`, the human output in `render`.
+The common options, client and error handling are in `kernel.cli`, the human output in `render`.
 """
 
 from __future__ import annotations
@@ -11,26 +11,21 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
+from trainworks.kernel.cli import (
+    AsyncOpt,
     OperationTarget,
-    ProjectOpt,
-    RegionOpt,
-    handle_errors,
-    make_client,
-    report_operation,
-    require_region,
+    OperationTimeoutOpt,
+    Options,
+    command,
+    page_size_for,
+    take,
 )
-from trainworks.cli.render import (
-    OutputFormat,
-    print_data,
+from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kinds.custom_jobs.pool_specs import parse_dict
+from trainworks.kinds.persistent_resources.render import (
     print_persistent_resource_summary,
     print_persistent_resource_table,
 )
-from trainworks.kinds.custom_jobs.pool_specs import FlagError, parse_dict
 
 app = typer.Typer(
     name="persistent-resources",
@@ -46,12 +41,9 @@ ResourceArg = Annotated[
         help="Resource ID, or full name projects/P/locations/L/persistentResources/ID.",
     ),
 ]
-AsyncOpt = Annotated[
-    bool, typer.Option("--async", help="Return at once with the operation instead of waiting for it.")
-]
-TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the operation (exit 1 after).")
-]
+RESOURCES = NameSpec(
+    "persistentResources", "PERSISTENT_RESOURCE", "PersistentResource", "resource", "resource"
+)
 
 _POOL_FLAG = "--resource-pool-spec"
 
@@ -71,20 +63,7 @@ RESOURCE_POOL_SPEC_KEYS: dict[str, type] = {
 # ====================================================================== flag parsing (no network)
 def resource_name(value: str, project: str, region: str | None) -> str:
     """A full PersistentResource name, from a name or a bare ID (expanded with --project and --region)."""
-    value = value.strip().strip("/")
-    if value.startswith("projects/"):
-        parts = value.split("/")
-        if len(parts) != 6 or parts[2] != "locations" or parts[4] != "persistentResources":
-            raise FlagError(
-                "PERSISTENT_RESOURCE",
-                f"[{value}] is not a PersistentResource name (projects/P/locations/L/persistentResources/ID)",
-            )
-        return value
-    if "/" in value or not value:
-        raise FlagError("PERSISTENT_RESOURCE", f"[{value}] is neither a resource ID nor a full resource name")
-    if not region:
-        raise FlagError("--region", f"a region is needed to expand the resource ID [{value}]; pass --region")
-    return f"projects/{project}/locations/{region}/persistentResources/{value}"
+    return parse_name(RESOURCES, value, project, region)
 
 
 def parse_resource_pool_spec(value: str) -> dict[str, Any]:
@@ -177,14 +156,13 @@ def build_update(
 TARGET = OperationTarget(
     kind="PersistentResource",
     command="persistent-resources",
-    summary=lambda resource: print_persistent_resource_summary(resource),
+    summary=print_persistent_resource_summary,
     name_from_operation=lambda op_name, _name: op_name.rsplit("/operations/", 1)[0],
 )
 
 
 # ====================================================================== commands
-@app.command()
-@handle_errors
+@command(app)
 def create(
     persistent_resource_id: Annotated[
         str,
@@ -205,15 +183,12 @@ def create(
     display_name: Annotated[str | None, typer.Option("--display-name", help="Display name.")] = None,
     labels: Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")] = None,
     async_: AsyncOpt = False,
-    timeout: TimeoutOpt = 600.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: OperationTimeoutOpt = 600.0,
+    *,
+    opts: Options,
 ) -> None:
     """Create a persistent resource and wait until it is RUNNING (unless --async)."""
-    location = require_region(region)
+    parent = opts.parent()
     if not resource_pool_spec:
         raise FlagError(_POOL_FLAG, "at least one --resource-pool-spec is required")
     body: dict[str, Any] = {"resourcePools": [parse_resource_pool_spec(v) for v in resource_pool_spec]}
@@ -222,26 +197,18 @@ def create(
     parsed_labels = parse_labels(labels)
     if parsed_labels:
         body["labels"] = parsed_labels
-    parent = f"projects/{project}/locations/{location}"
     name = f"{parent}/persistentResources/{persistent_resource_id}"
-    with make_client(endpoint, api_key) as client:
-        op = client.create_persistent_resource(parent, persistent_resource_id, body)
-        report_operation(
-            client,
-            op,
-            TARGET,
-            action="create",
-            done_verb="Created",
-            name=name,
-            async_=async_,
-            timeout=timeout,
-            format=format,
-            endpoint=endpoint,
-        )
+    TARGET.run(
+        opts,
+        "create",
+        name,
+        async_,
+        timeout,
+        lambda client: client.create_persistent_resource(parent, persistent_resource_id, body),
+    )
 
 
-@app.command("list")
-@handle_errors
+@command(app, "list")
 def list_(
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Show at most this many resources.")
@@ -249,49 +216,30 @@ def list_(
     page_size: Annotated[
         int, typer.Option("--page-size", min=0, help="Resources per request (0: server default).")
     ] = 0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """List the persistent resources of a project and region, in ID order."""
-    location = require_region(region)
-    resources: list[dict[str, Any]] = []
-    with make_client(endpoint, api_key) as client:
-        size = page_size or (min(limit, 1000) if limit else 0)
-        for resource in client.list_persistent_resources(f"projects/{project}/locations/{location}", size):
-            resources.append(resource)
-            if limit is not None and len(resources) >= limit:
-                break
-    if format != OutputFormat.human:
-        print_data(resources, format)
-    else:
-        print_persistent_resource_table(resources)
+    parent = opts.parent()
+    with opts.client() as client:
+        resources = take(client.list_persistent_resources(parent, page_size_for(page_size, limit)), limit)
+    opts.show(resources, print_persistent_resource_table)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def describe(
     persistent_resource: ResourceArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Show a persistent resource."""
-    name = resource_name(persistent_resource, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(RESOURCES, persistent_resource)
+    with opts.client() as client:
         resource = client.get_persistent_resource(name)
-    if format != OutputFormat.human:
-        print_data(resource, format)
-    else:
-        print_persistent_resource_summary(resource)
+    opts.show(resource, print_persistent_resource_summary)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def update(
     persistent_resource: ResourceArg,
     display_name: Annotated[str | None, typer.Option("--display-name", help="New display name.")] = None,
@@ -308,93 +256,51 @@ def update(
         ),
     ] = None,
     async_: AsyncOpt = False,
-    timeout: TimeoutOpt = 600.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: OperationTimeoutOpt = 600.0,
+    *,
+    opts: Options,
 ) -> None:
     """Update a RUNNING persistent resource; the update mask names the fields of the flags given."""
-    name = resource_name(persistent_resource, project, region)
+    name = opts.name(RESOURCES, persistent_resource)
     body, mask = build_update(display_name, labels, replica_count)
-    with make_client(endpoint, api_key) as client:
-        op = client.update_persistent_resource(name, body, mask)
-        report_operation(
-            client,
-            op,
-            TARGET,
-            action="update",
-            done_verb="Updated",
-            name=name,
-            async_=async_,
-            timeout=timeout,
-            format=format,
-            endpoint=endpoint,
-        )
+    TARGET.run(
+        opts,
+        "update",
+        name,
+        async_,
+        timeout,
+        lambda client: client.update_persistent_resource(name, body, mask),
+    )
 
 
-@app.command()
-@handle_errors
+@command(app)
 def reboot(
     persistent_resource: ResourceArg,
     async_: AsyncOpt = False,
-    timeout: TimeoutOpt = 600.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: OperationTimeoutOpt = 600.0,
+    *,
+    opts: Options,
 ) -> None:
     """Reboot a persistent resource (RUNNING or ERROR): its jobs are aborted, its interpreters restarted."""
-    name = resource_name(persistent_resource, project, region)
-    with make_client(endpoint, api_key) as client:
-        op = client.reboot_persistent_resource(name)
-        report_operation(
-            client,
-            op,
-            TARGET,
-            action="reboot",
-            done_verb="Rebooted",
-            name=name,
-            async_=async_,
-            timeout=timeout,
-            format=format,
-            endpoint=endpoint,
-        )
+    name = opts.name(RESOURCES, persistent_resource)
+    TARGET.run(opts, "reboot", name, async_, timeout, lambda client: client.reboot_persistent_resource(name))
 
 
-@app.command()
-@handle_errors
+@command(app)
 def delete(
     persistent_resource: ResourceArg,
     async_: AsyncOpt = False,
-    timeout: TimeoutOpt = 600.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: OperationTimeoutOpt = 600.0,
+    *,
+    opts: Options,
 ) -> None:
     """Delete a persistent resource; the jobs still running on it fail."""
-    name = resource_name(persistent_resource, project, region)
-    with make_client(endpoint, api_key) as client:
-        op = client.delete_persistent_resource(name)
-        report_operation(
-            client,
-            op,
-            TARGET,
-            action="delete",
-            done_verb="Deleted",
-            name=name,
-            async_=async_,
-            timeout=timeout,
-            format=format,
-            endpoint=endpoint,
-        )
+    name = opts.name(RESOURCES, persistent_resource)
+    TARGET.run(opts, "delete", name, async_, timeout, lambda client: client.delete_persistent_resource(name))
 
 
 __all__ = [
+    "RESOURCES",
     "RESOURCE_POOL_SPEC_KEYS",
     "app",
     "build_update",

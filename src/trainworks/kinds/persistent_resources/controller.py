@@ -28,6 +28,7 @@ from trainworks.backends.warm import WarmPool, WarmTarget
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.loop import ReconcileLoop
+from trainworks.kernel.lro_store import Key
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
@@ -44,7 +45,7 @@ from trainworks.kinds.persistent_resources.service import (
     row_name,
     used_replicas,
 )
-from trainworks.kinds.persistent_resources.store import Key, PersistentResourceStore, key_of
+from trainworks.kinds.persistent_resources.store import PersistentResourceStore, key_of
 from trainworks.kinds.persistent_resources.validation import preload_modules, replica_bounds
 from trainworks.kinds.persistent_resources.wire import PersistentResourceState
 from trainworks.store.crash_points import crash_point

@@ -8,6 +8,7 @@ replicas of the admitted jobs (PENDING, RUNNING or CANCELLING) whose worker pool
 
 from __future__ import annotations
 
+import builtins
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -25,8 +26,9 @@ from trainworks.kernel.errors import (
 from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
 from trainworks.kernel.ids import new_numeric_id
 from trainworks.kernel.listing import id_page_token, read_id_page_token
+from trainworks.kernel.lro_store import Key
 from trainworks.kernel.names import parent_name
-from trainworks.kernel.operations import OperationService, operation_wire
+from trainworks.kernel.operations import OperationService, aborted_by_delete, operation_wire
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp, now_utc
@@ -36,7 +38,6 @@ from trainworks.kinds.custom_jobs.validation import MAX_DISPLAY_NAME, check_labe
 from trainworks.kinds.custom_jobs.wire import CustomJobSpec
 from trainworks.kinds.persistent_resources.store import (
     DuplicateResource,
-    Key,
     PersistentResourceStore,
     key_of,
 )
@@ -67,7 +68,7 @@ ADMITTED_JOB_STATES = frozenset(
 # Resource states in which it accepts new jobs (they wait in QUEUED until it is RUNNING).
 ACCEPTING_STATES = frozenset({R.PROVISIONING, R.RUNNING, R.UPDATING, R.REBOOTING})
 EMPTY = {"@type": "type.googleapis.com/google.protobuf.Empty"}
-DEFAULT_DISK = {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}
+DEFAULT_DISK: dict[str, str | int] = {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}
 
 
 def resource_name(project_number: str, location: str, resource_id: str) -> str:
@@ -161,12 +162,15 @@ def _operation(
 ) -> OperationRow:
     """A resource operation, not yet stored: the store records it with the change it tracks."""
     number, location, resource_id = key
-    op = OperationService.build(
-        number, location, f"persistentResources/{resource_id}", kind, metadata_type, api_version
+    return OperationService.build(
+        number,
+        location,
+        f"persistentResources/{resource_id}",
+        kind,
+        metadata_type,
+        api_version,
+        progress=progress,
     )
-    if progress:
-        op.metadata_ = {**op.metadata_, "progressMessage": progress}
-    return op
 
 
 # ------------------------------------------------------------------ wire
@@ -391,7 +395,7 @@ class PersistentResourceService:
         return operation_wire(op)
 
     def _updated_spec(
-        self, row: PersistentResourceRow, resource: PersistentResource, paths: list[str]
+        self, row: PersistentResourceRow, resource: PersistentResource, paths: builtins.list[str]
     ) -> dict[str, Any]:
         spec = copy.deepcopy(row.spec)
         violations: list[FieldViolation] = []
@@ -419,8 +423,8 @@ class PersistentResourceService:
 
     @staticmethod
     def _update_pools(
-        spec: dict[str, Any], resource: PersistentResource, paths: list[str]
-    ) -> list[FieldViolation]:
+        spec: dict[str, Any], resource: PersistentResource, paths: builtins.list[str]
+    ) -> builtins.list[FieldViolation]:
         pools: list[dict[str, Any]] = spec.get("resourcePools", [])
         by_id = {str(p["id"]): i for i, p in enumerate(pools)}
         whole = "resource_pools" in paths
@@ -525,15 +529,11 @@ class PersistentResourceService:
             return operation_wire(op)
         others = [s for s in R if s != R.STOPPING]
         # A create, update or reboot still running will not complete: its operation ends with the change.
-        aborted = None
-        if row.operation_id is not None:
-            message = f"The PersistentResource {row_name(row)} is being deleted."
-            aborted = (row.operation_id, {"code": int(Code.ABORTED), "message": message})
         if not self.store.transition(
             key_of(row),
             others,
             operation=op,
-            abort=aborted,
+            abort=aborted_by_delete(row.operation_id, "PersistentResource", row_name(row)),
             state=R.STOPPING,
             operation_id=op.id,
             pending_spec=None,
@@ -545,7 +545,7 @@ class PersistentResourceService:
     # -------------------------------------------------------------- CustomJobs on a resource
     def check_job(
         self, project_number: str, location: str, spec: CustomJobSpec, path: str
-    ) -> list[FieldViolation]:
+    ) -> builtins.list[FieldViolation]:
         """Create-time checks of a CustomJob with persistentResourceId (the scheduler re-checks capacity)."""
         resource_id = spec.persistent_resource_id
         where = f"{path}.persistent_resource_id"
@@ -615,7 +615,7 @@ class PersistentResourceService:
         return out
 
     # -------------------------------------------------------------- costs (a UsageSource of services/costs)
-    def usages(self, project_number: str, location: str, filter_text: str) -> list[Any]:
+    def usages(self, project_number: str, location: str, filter_text: str) -> builtins.list[Any]:
         from trainworks.costs.service import BilledInterval, MachineShape, Usage
 
         live = {r.uid: r for r in self.store.in_location(project_number, location)}
@@ -634,6 +634,7 @@ class PersistentResourceService:
                 )
             except FilterError as exc:
                 raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+            assert where is not None  # the filter is not blank
             query = select(PersistentResourceRow.uid).where(
                 PersistentResourceRow.project_number == project_number,
                 PersistentResourceRow.location == location,

@@ -124,7 +124,7 @@ def _check_pool(pool: ResourcePool, path: str) -> list[FieldViolation]:
     if pool.machine_spec is None:
         out.append(FieldViolation(f"{path}.machine_spec", "Required field is not set."))
     else:
-        out += _check_machine(pool, path)  # type: ignore[arg-type] - it reads only .machine_spec
+        out += _check_machine(pool, path)
     out += check_pool_counts(pool, path)
     disk = pool.disk_spec
     if disk and disk.boot_disk_size_gb and not 10 <= disk.boot_disk_size_gb <= 65536:

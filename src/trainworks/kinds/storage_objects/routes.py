@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import replace
 from email.utils import formatdate
 from typing import Any
@@ -37,6 +37,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from trainworks.api.auth import authority
+from trainworks.api.errors import gcs_error
 from trainworks.kernel.errors import ApiError
 from trainworks.storage.bucket_projects import bucket_owner, bucket_owners, claim_owner, release_bucket
 from trainworks.storage.object_listing import decode_page_token, encode_page_token
@@ -61,23 +62,10 @@ _MAX_MULTIPART_HEAD = 1 << 20  # the metadata part and the media part's headers
 _READ_BLOCK = 1 << 20
 
 
-def gcs_error(exc: StorageError) -> Response:
-    if exc.status == 304:
-        return Response(status_code=304)
-    body = {
-        "error": {
-            "code": exc.status,
-            "message": exc.message,
-            "errors": [{"message": exc.message, "domain": "global", "reason": exc.reason}],
-        }
-    }
-    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
-
-
 class _GcsRoute(APIRoute):
     """Turns StorageError into Cloud Storage's error body before the app's Vertex-style handlers see it."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def guarded(request: Request) -> Response:

@@ -6,29 +6,25 @@ managed dataset, whose trained model is registered), modelled on `gcloud ai` com
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import yaml
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
-    ProjectOpt,
-    RegionOpt,
-    endpoint_flag,
+from trainworks.kernel.cli import (
+    Options,
+    command,
     exit_unless_succeeded,
-    handle_errors,
-    make_client,
     operation_done,
-    require_region,
+    poll_until_done,
+    report_cancel,
+    show_final,
+    take,
 )
-from trainworks.cli.render import OutputFormat, print_data, print_status
-from trainworks.kinds.custom_jobs.pool_specs import FlagError, parse_dict
+from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.render import OutputFormat, print_data, print_status
+from trainworks.kinds.custom_jobs.pool_specs import parse_dict
 
 app = typer.Typer(
     name="training-pipelines",
@@ -44,28 +40,14 @@ PipelineArg = Annotated[
         help="Pipeline ID, or full name projects/P/locations/L/trainingPipelines/ID.",
     ),
 ]
-_ARG = "TRAINING_PIPELINE"
-_COLLECTION = "trainingPipelines"
+PIPELINES = NameSpec("trainingPipelines", "TRAINING_PIPELINE", "TrainingPipeline", "pipeline", "pipeline")
 TERMINAL = ("PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED")
 
 
 # ====================================================================== no network
 def pipeline_name(value: str, project: str, region: str | None) -> str:
     """A full TrainingPipeline name, from a name or a bare ID (expanded with --project, --region)."""
-    value = value.strip().strip("/")
-    if value.startswith("projects/"):
-        parts = value.split("/")
-        if len(parts) != 6 or parts[2] != "locations" or parts[4] != _COLLECTION:
-            raise FlagError(
-                _ARG,
-                f"[{value}] is not a TrainingPipeline name (projects/P/locations/L/trainingPipelines/ID)",
-            )
-        return value
-    if "/" in value or not value:
-        raise FlagError(_ARG, f"[{value}] is neither a pipeline ID nor a full pipeline name")
-    if not region:
-        raise FlagError("--region", f"a region is needed to expand the pipeline ID [{value}]; pass --region")
-    return f"projects/{project}/locations/{region}/{_COLLECTION}/{value}"
+    return parse_name(PIPELINES, value, project, region)
 
 
 def load_pipeline(path: Path, display_name: str | None, labels: list[str] | None) -> dict[str, Any]:
@@ -111,38 +93,33 @@ def _summary(pipeline: dict[str, Any]) -> None:
 
 
 # ====================================================================== commands
-@app.command()
-@handle_errors
+@command(app)
 def create(
     config: Annotated[
         Path, typer.Option("--config", help="YAML/JSON file with the TrainingPipeline (camel or snake case).")
     ],
     display_name: Annotated[str | None, typer.Option("--display-name", help="Overrides displayName.")] = None,
     labels: Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")] = None,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Create a training pipeline from a --config file."""
-    location = require_region(region)
+    parent = opts.parent()
     body = load_pipeline(config, display_name, labels)
-    with make_client(endpoint, api_key) as client:
-        pipeline = client.create_training_pipeline(f"projects/{project}/locations/{location}", body)
-    if format != OutputFormat.human:
-        print_data(pipeline, format)
+    with opts.client() as client:
+        pipeline = client.create_training_pipeline(parent, body)
+    if not opts.human:
+        print_data(pipeline, opts.format)
         return
     name = pipeline.get("name", "")
     print_status(f"TrainingPipeline [{name}] is submitted successfully.")
     _summary(pipeline)
     print_status(
-        f"\nWait for it to end with:\n  trainworks training-pipelines wait {name}{endpoint_flag(endpoint)}"
+        f"\nWait for it to end with:\n  trainworks training-pipelines wait {name}{opts.endpoint_flag()}"
     )
 
 
-@app.command("list")
-@handle_errors
+@command(app, "list")
 def list_(
     filter: Annotated[
         str,
@@ -155,24 +132,17 @@ def list_(
     page_size: Annotated[
         int, typer.Option("--page-size", min=0, help="Per request (0: server default).")
     ] = 0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """List training pipelines of a project and region, newest first."""
-    location = require_region(region)
-    pipelines: list[dict[str, Any]] = []
-    with make_client(endpoint, api_key) as client:
-        parent = f"projects/{project}/locations/{location}"
-        for pipeline in client.list_training_pipelines(parent, filter, page_size):
-            pipelines.append(pipeline)
-            if limit is not None and len(pipelines) >= limit:
-                break
-    if format != OutputFormat.human:
-        print_data(pipelines, format)
-        return
+    parent = opts.parent()
+    with opts.client() as client:
+        pipelines = take(client.list_training_pipelines(parent, filter, page_size), limit)
+    opts.show(pipelines, _print_table)
+
+
+def _print_table(pipelines: list[dict[str, Any]]) -> None:
     if not pipelines:
         print_status("Listed 0 items.")
         return
@@ -184,103 +154,75 @@ def list_(
         print(f"{p['name'].rsplit('/', 1)[-1]}\t{p.get('displayName', '')}\t{p.get('state', '')}\t{shown}")
 
 
-@app.command()
-@handle_errors
+@command(app)
 def describe(
     training_pipeline: PipelineArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Show a training pipeline."""
-    name = pipeline_name(training_pipeline, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(PIPELINES, training_pipeline)
+    with opts.client() as client:
         pipeline = client.get_training_pipeline(name)
-    if format != OutputFormat.human:
-        print_data(pipeline, format)
-    else:
-        _summary(pipeline)
+    opts.show(pipeline, _summary)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def cancel(
     training_pipeline: PipelineArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Ask a pipeline to stop; it cancels its training job and ends CANCELLED (asynchronously)."""
-    name = pipeline_name(training_pipeline, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(PIPELINES, training_pipeline)
+    with opts.client() as client:
         result = client.cancel_training_pipeline(name)
-    if format != OutputFormat.human:
-        print_data(result, format)
-    else:
-        print_status(f"Request to cancel TrainingPipeline [{name}] has been sent.")
+    report_cancel(opts, result, "TrainingPipeline", name, None)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def delete(
     training_pipeline: PipelineArg,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
     ] = 300.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Delete a finished training pipeline (a running one must be cancelled first)."""
-    name = pipeline_name(training_pipeline, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(PIPELINES, training_pipeline)
+    with opts.client() as client:
         op = operation_done(client, client.delete_training_pipeline(name), timeout)
-    if format != OutputFormat.human:
-        print_data(op, format)
+    if not opts.human:
+        print_data(op, opts.format)
     exit_unless_succeeded(op, f"deleting TrainingPipeline [{name}]", timeout)
-    if format == OutputFormat.human:
+    if opts.human:
         print_status(f"Deleted TrainingPipeline [{name}].")
 
 
-@app.command()
-@handle_errors
+@command(app)
 def wait(
     training_pipeline: PipelineArg,
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="Give up (exit 1) after this long.")
     ] = None,
     poll_interval: Annotated[float, typer.Option("--poll-interval", min=0.05, help="Longest pause.")] = 2.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Block until the pipeline ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out)."""
-    name = pipeline_name(training_pipeline, project, region)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    pause = 0.1
-    with make_client(endpoint, api_key) as client:
-        pipeline = client.get_training_pipeline(name)
-        while pipeline.get("state") not in TERMINAL:
-            if deadline is not None and time.monotonic() >= deadline:
-                print_status(f"ERROR: timed out after {timeout:g}s; [{name}] is {pipeline.get('state')}.")
-                raise typer.Exit(1)
-            time.sleep(pause)
-            pause = min(pause * 1.5, poll_interval)
-            pipeline = client.get_training_pipeline(name)
-    if format != OutputFormat.human:
-        print_data(pipeline, format)
-    else:
-        _summary(pipeline)
-    if pipeline.get("state") != "PIPELINE_STATE_SUCCEEDED":
-        raise typer.Exit(1)
+    name = opts.name(PIPELINES, training_pipeline)
+    with opts.client() as client:
+        # human: the timeout's message alone, whatever the format
+        pipeline = poll_until_done(
+            lambda: client.get_training_pipeline(name),
+            f"[{name}]",
+            timeout,
+            poll_interval,
+            OutputFormat.human,
+            TERMINAL,
+        )
+    show_final(opts, pipeline, _summary, "PIPELINE_STATE_SUCCEEDED")
 
 
-__all__ = ["app", "load_pipeline", "pipeline_name"]
+__all__ = ["PIPELINES", "app", "load_pipeline", "pipeline_name"]

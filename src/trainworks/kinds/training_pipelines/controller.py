@@ -16,7 +16,7 @@ from typing import Any
 
 from trainworks.config import Settings
 from trainworks.contract.environment import output_directories
-from trainworks.jobs.enums import JobState, PipelineState
+from trainworks.jobs.enums import TERMINAL_PIPELINE_STATES, JobState, PipelineState
 from trainworks.kernel.errors import ApiError
 from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.names import parent_name
@@ -31,6 +31,7 @@ from trainworks.kinds.training_pipelines.service import pipeline_name
 from trainworks.kinds.training_pipelines.store import TrainingPipelineStore
 from trainworks.kinds.tuning_jobs.service import TuningJobService
 from trainworks.kinds.tuning_jobs.store import TuningStore
+from trainworks.kinds.tuning_jobs.wire import TrialState
 from trainworks.store.tables import TrainingPipelineRow
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,7 @@ UNFINISHED = (
     P.PIPELINE_STATE_RUNNING,
     P.PIPELINE_STATE_CANCELLING,
 )
-TERMINAL = (P.PIPELINE_STATE_SUCCEEDED, P.PIPELINE_STATE_FAILED, P.PIPELINE_STATE_CANCELLED)
 CANCELED = status_dict(Code.CANCELLED, "CANCELED")
-SUCCEEDED_TRIAL = 4  # Trial.State
 
 
 def _api_status(exc: ApiError) -> dict[str, Any]:
@@ -70,7 +69,7 @@ def best_trial(trials: list[Any], metric_id: str, maximize: bool) -> Any | None:
     """The succeeded trial with the best final value of the study's metric (the lowest trial id on a tie)."""
     best: tuple[float, int, Any] | None = None
     for trial in trials:
-        if trial.state != SUCCEEDED_TRIAL or not trial.final_measurement:
+        if trial.state != TrialState.SUCCEEDED or not trial.final_measurement:
             continue
         values = [
             float(m.get("value", 0.0))
@@ -121,7 +120,7 @@ class TrainingPipelineController(ReconcileLoop):
 
     def reconcile(self, row: TrainingPipelineRow) -> bool:
         state = P(row.state)
-        if row.delete_operation_id is not None and state in TERMINAL:
+        if row.delete_operation_id is not None and state in TERMINAL_PIPELINE_STATES:
             self._finish_delete(row)
             return False
         if state in (P.PIPELINE_STATE_QUEUED, P.PIPELINE_STATE_PENDING):
@@ -178,9 +177,9 @@ class TrainingPipelineController(ReconcileLoop):
             return True
         if state == S.JOB_STATE_SUCCEEDED:
             if row.spec.get("modelToUpload") is not None and not row.model:
-                error = self._upload(row, backing)
-                if error is not None:
-                    self._end(row, P.PIPELINE_STATE_FAILED, error)
+                upload_error = self._upload(row, backing)
+                if upload_error is not None:
+                    self._end(row, P.PIPELINE_STATE_FAILED, upload_error)
                     return False
             self._end(row, P.PIPELINE_STATE_SUCCEEDED, None)
         elif state == S.JOB_STATE_CANCELLED:
@@ -242,9 +241,9 @@ class TrainingPipelineController(ReconcileLoop):
         if row.backing_kind == "tuning":
             inputs["trialJobSpec"] = with_data_env(inputs["trialJobSpec"], env)
             body.update(inputs)
-            return self.tuning_jobs.create(row.project_number, row.location, body)  # type: ignore[no-any-return]
+            return self.tuning_jobs.create(row.project_number, row.location, body)
         body["jobSpec"] = with_data_env(inputs, env)
-        return self.custom_jobs.create(row.project_number, row.location, body)  # type: ignore[no-any-return]
+        return self.custom_jobs.create(row.project_number, row.location, body)
 
     # -------------------------------------------------------------- the model
     def _model_dir(self, row: TrainingPipelineRow, backing: Any) -> str | None:

@@ -8,37 +8,32 @@ from typing import Any
 
 from sqlalchemy import ColumnElement
 
-from trainworks.jobs.enums import PipelineState
+from trainworks.jobs.enums import TERMINAL_PIPELINE_STATES, PipelineState
 from trainworks.jobs.lifecycle import request_delete
-from trainworks.kernel import listing
-from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument, not_found
+from trainworks.jobs.service import add_job_status, admit_outputs, find_job, insert_new_job, list_jobs
+from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument
 from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
-from trainworks.kernel.ids import new_numeric_id
-from trainworks.kernel.names import custom_job_name, numeric_id, parent_name
+from trainworks.kernel.names import custom_job_name, parent_name
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
-from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.kernel.wire import now_utc
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.datasets.service import DatasetService
 from trainworks.kinds.training_pipelines.store import TrainingPipelineStore
 from trainworks.kinds.training_pipelines.validation import validate_training_pipeline
 from trainworks.kinds.training_pipelines.wire import TrainingPipeline, input_dict
+from trainworks.kinds.tuning_jobs.service import tuning_job_name
 from trainworks.storage.output_buckets import OutputBuckets
 from trainworks.store.tables import TrainingPipelineRow
 
 P = PipelineState
 STATE_NAMES = {s.name: int(s) for s in PipelineState}
 ACTIVE = (P.PIPELINE_STATE_QUEUED, P.PIPELINE_STATE_PENDING, P.PIPELINE_STATE_RUNNING)
-TERMINAL = (P.PIPELINE_STATE_SUCCEEDED, P.PIPELINE_STATE_FAILED, P.PIPELINE_STATE_CANCELLED)
 
 
 def pipeline_name(project_number: str, location: str, pipeline_id: int) -> str:
     return f"{parent_name(project_number, location)}/trainingPipelines/{pipeline_id}"
-
-
-def tuning_job_name(project_number: str, location: str, job_id: int) -> str:
-    return f"{parent_name(project_number, location)}/hyperparameterTuningJobs/{job_id}"
 
 
 def backing_name(row: TrainingPipelineRow) -> str | None:
@@ -63,16 +58,7 @@ def pipeline_wire(row: TrainingPipelineRow) -> dict[str, Any]:
             "name": row.model["name"],
             "versionId": row.model["versionId"],
         }
-    out["state"] = P(row.state).name
-    out["createTime"] = format_timestamp(row.create_time)
-    if row.start_time:
-        out["startTime"] = format_timestamp(row.start_time)
-    if row.end_time:
-        out["endTime"] = format_timestamp(row.end_time)
-    out["updateTime"] = format_timestamp(row.update_time)
-    if row.error:
-        out["error"] = row.error
-    return out
+    return add_job_status(out, row, P(row.state).name)
 
 
 def pipeline_filter(filter_text: str) -> ColumnElement[bool] | None:
@@ -137,32 +123,25 @@ class TrainingPipelineService:
                     ]
                 )
             self.datasets.check_input_data_config(project, location, config)
-        if self.output_buckets is not None:
-            self.output_buckets.admit(project, location, "training_pipeline", spec)
-        now = now_utc()
-        row = TrainingPipelineRow(
-            id=new_numeric_id(),
+        admit_outputs(self.output_buckets, project, location, "training_pipeline", spec)
+        row = insert_new_job(
+            self.store,
+            TrainingPipelineRow,
             project_number=number,
             location=location,
             display_name=pipeline.display_name,
             state=int(P.PIPELINE_STATE_QUEUED),
             spec=spec,
-            labels=dict(pipeline.labels),
+            labels=pipeline.labels,
+            now=now_utc(),
             backing_kind=checked.kind,
-            create_time=now,
-            update_time=now,
         )
-        self.store.insert(row)
         self.wake()
         return pipeline_wire(row)
 
     def find(self, project: str, location: str, pipeline_id: str) -> TrainingPipelineRow:
-        pid = numeric_id(pipeline_id, "TrainingPipeline")
-        number = self.projects.number(project, location)
-        row = self.store.get(pid, number, location)
-        if row is None:
-            raise not_found(f"TrainingPipeline {pipeline_name(number, location, pid)}")
-        return row
+        what = "TrainingPipeline"
+        return find_job(self.store, self.projects, project, location, pipeline_id, what, pipeline_name)
 
     def get(self, project: str, location: str, pipeline_id: str) -> dict[str, Any]:
         return pipeline_wire(self.find(project, location, pipeline_id))
@@ -170,28 +149,24 @@ class TrainingPipelineService:
     def list(
         self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
     ) -> dict[str, Any]:
-        size = listing.page_size(page_size)
-        where = pipeline_filter(filter_text)
-        fingerprint = listing.fingerprint(filter_text)
-        after = listing.read_page_token(page_token, fingerprint) if page_token else None
-        number = self.projects.number(project, location)
-        rows = self.store.page(number, location, where, after, size + 1)
-        out: dict[str, Any] = {}
-        if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
-            out["trainingPipelines"] = [
-                listing.apply_read_mask(pipeline_wire(r), read_mask) for r in rows[:size]
-            ]
-        if len(rows) > size:
-            last = rows[size - 1]
-            out["nextPageToken"] = listing.page_token(last.create_time, last.id, fingerprint)
-        return out
+        page = (page_size, page_token, filter_text, read_mask)
+        return list_jobs(
+            self.store,
+            self.projects,
+            project,
+            location,
+            page,
+            pipeline_filter,
+            "trainingPipelines",
+            pipeline_wire,
+        )
 
     def cancel(self, project: str, location: str, pipeline_id: str) -> None:
         """CANCELLING now; the controller cancels the backing job and ends the pipeline CANCELLED."""
         while True:
             row = self.find(project, location, pipeline_id)
             state = P(row.state)
-            if state in TERMINAL:
+            if state in TERMINAL_PIPELINE_STATES:
                 raise failed_precondition(
                     f"The TrainingPipeline {pipeline_id} is already finished ({state.name}) and cannot be "
                     "cancelled."
@@ -207,7 +182,7 @@ class TrainingPipelineService:
         self, project: str, location: str, pipeline_id: str, api_version: str = "v1"
     ) -> dict[str, Any]:
         row = self.find(project, location, pipeline_id)
-        if P(row.state) not in TERMINAL:
+        if P(row.state) not in TERMINAL_PIPELINE_STATES:
             raise failed_precondition(
                 f"The TrainingPipeline {pipeline_id} is {P(row.state).name}; cancel it and wait for it to "
                 "finish before deleting it."

@@ -2,8 +2,8 @@
 `gcloud ai hp-tuning-jobs`.
 
 `create` reads gcloud's --config YAML (a HyperparameterTuningJob: `studySpec` and `trialJobSpec`, camelCase
-or snake_case keys) and lays the flags over it. The shared options, client and error handling are in
-`common`, the human output in `render`.
+or snake_case keys) and lays the flags over it. The common options, client and error handling are in
+`kernel.cli`, the human output in `render`.
 """
 
 from __future__ import annotations
@@ -15,28 +15,23 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from trainworks.cli.common import (
-    DEFAULT_ENDPOINT,
-    ApiKeyOpt,
-    EndpointOpt,
-    FormatOpt,
-    ProjectOpt,
-    RegionOpt,
-    endpoint_flag,
-    handle_errors,
-    make_client,
-    poll_until_done,
-    require_region,
-)
-from trainworks.cli.render import (
-    OutputFormat,
-    print_data,
-    print_status,
-    print_tuning_job_summary,
-    print_tuning_job_table,
-)
 from trainworks.client.rest import ApiError, TrainworksClient
-from trainworks.kinds.custom_jobs.pool_specs import FlagError, camelize, parse_dict
+from trainworks.kernel.cli import (
+    Options,
+    PollIntervalOpt,
+    WaitTimeoutOpt,
+    command,
+    delete_job,
+    page_size_for,
+    poll_until_done,
+    report_cancel,
+    show_final,
+    take,
+)
+from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.render import print_data, print_status
+from trainworks.kinds.custom_jobs.pool_specs import camelize, parse_dict
+from trainworks.kinds.tuning_jobs.render import print_tuning_job_summary, print_tuning_job_table
 
 app = typer.Typer(
     name="hp-tuning-jobs",
@@ -53,8 +48,9 @@ TuningJobArg = Annotated[
     ),
 ]
 
-_ARG = "HP_TUNING_JOB"
-_COLLECTION = "hyperparameterTuningJobs"
+TUNING_JOBS = NameSpec(
+    "hyperparameterTuningJobs", "HP_TUNING_JOB", "HyperparameterTuningJob", "tuning job", "tuning job"
+)
 
 #: StudySpec.Algorithm values; --algorithm also takes gcloud's spelling (grid-search, random-search...).
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
@@ -63,23 +59,7 @@ ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 # ====================================================================== flag parsing (no network)
 def tuning_job_name(value: str, project: str, region: str | None) -> str:
     """A full HyperparameterTuningJob name, from a name or a bare ID (expanded with --project, --region)."""
-    value = value.strip().strip("/")
-    if value.startswith("projects/"):
-        parts = value.split("/")
-        if len(parts) != 6 or parts[2] != "locations" or parts[4] != _COLLECTION:
-            raise FlagError(
-                _ARG,
-                f"[{value}] is not a HyperparameterTuningJob name "
-                "(projects/P/locations/L/hyperparameterTuningJobs/ID)",
-            )
-        return value
-    if "/" in value or not value:
-        raise FlagError(_ARG, f"[{value}] is neither a tuning job ID nor a full tuning job name")
-    if not region:
-        raise FlagError(
-            "--region", f"a region is needed to expand the tuning job ID [{value}]; pass --region"
-        )
-    return f"projects/{project}/locations/{region}/{_COLLECTION}/{value}"
+    return parse_name(TUNING_JOBS, value, project, region)
 
 
 def normalize_algorithm(value: str | None) -> str | None:
@@ -192,8 +172,7 @@ def _with_trials(client: TrainworksClient, jobs: list[dict[str, Any]]) -> list[d
 
 
 # ====================================================================== commands
-@app.command()
-@handle_errors
+@command(app)
 def create(
     config: Annotated[
         Path,
@@ -232,14 +211,11 @@ def create(
         ),
     ] = None,
     labels: Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")] = None,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Create a hyperparameter tuning job from a --config file and flags."""
-    location = require_region(region)
+    parent = opts.parent()
     body = build_tuning_job(
         config=config,
         display_name=display_name,
@@ -248,15 +224,15 @@ def create(
         algorithm=algorithm,
         labels=labels,
     )
-    with make_client(endpoint, api_key) as client:
-        job = client.create_hyperparameter_tuning_job(f"projects/{project}/locations/{location}", body)
-    if format != OutputFormat.human:
-        print_data(job, format)
+    with opts.client() as client:
+        job = client.create_hyperparameter_tuning_job(parent, body)
+    if not opts.human:
+        print_data(job, opts.format)
         return
     name = job.get("name", "")
     print_status(f"HyperparameterTuningJob [{name}] is submitted successfully.")
     print_tuning_job_summary(job, trials=False)
-    flags = endpoint_flag(endpoint)
+    flags = opts.endpoint_flag()
     print_status(
         "\nView its trials with:\n"
         f"  trainworks hp-tuning-jobs describe {name}{flags}\n"
@@ -265,8 +241,7 @@ def create(
     )
 
 
-@app.command("list")
-@handle_errors
+@command(app, "list")
 def list_(
     filter: Annotated[
         str,
@@ -276,153 +251,91 @@ def list_(
     page_size: Annotated[
         int, typer.Option("--page-size", min=0, help="Jobs per request (0: server default).")
     ] = 0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """List tuning jobs of a project and region, newest first, with their trials done and best metric.
 
     json and yaml print the jobs as List returns them (without trials).
     """
-    location = require_region(region)
-    jobs: list[dict[str, Any]] = []
-    with make_client(endpoint, api_key) as client:
-        size = page_size or (min(limit, 1000) if limit else 0)
-        parent = f"projects/{project}/locations/{location}"
-        for job in client.list_hyperparameter_tuning_jobs(parent, filter, size):
-            jobs.append(job)
-            if limit is not None and len(jobs) >= limit:
-                break
-        if format == OutputFormat.human:
+    parent = opts.parent()
+    with opts.client() as client:
+        jobs = take(
+            client.list_hyperparameter_tuning_jobs(parent, filter, page_size_for(page_size, limit)), limit
+        )
+        if opts.human:
             jobs = _with_trials(client, jobs)
-    if format != OutputFormat.human:
-        print_data(jobs, format)
-    else:
-        print_tuning_job_table(jobs)
+    opts.show(jobs, print_tuning_job_table)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def describe(
     hp_tuning_job: TuningJobArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Show a tuning job and its trials, best first by the study's metric goal (INFEASIBLE ones last)."""
-    name = tuning_job_name(hp_tuning_job, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(TUNING_JOBS, hp_tuning_job)
+    with opts.client() as client:
         job = client.get_hyperparameter_tuning_job(name)
-    if format != OutputFormat.human:
-        print_data(job, format)
-    else:
-        print_tuning_job_summary(job)
+    opts.show(job, print_tuning_job_summary)
 
 
-@app.command()
-@handle_errors
+@command(app)
 def cancel(
     hp_tuning_job: TuningJobArg,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Ask a tuning job to stop; it and its running trials end CANCELLED (cancellation is asynchronous)."""
-    name = tuning_job_name(hp_tuning_job, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(TUNING_JOBS, hp_tuning_job)
+    with opts.client() as client:
         result = client.cancel_hyperparameter_tuning_job(name)
-    if format != OutputFormat.human:
-        print_data(result, format)
-        return
-    print_status(
-        f"Request to cancel HyperparameterTuningJob [{name}] has been sent.\n"
-        f"Wait for it to end with:\n  trainworks hp-tuning-jobs wait {name}{endpoint_flag(endpoint)}"
-    )
+    report_cancel(opts, result, "HyperparameterTuningJob", name, "hp-tuning-jobs")
 
 
-@app.command()
-@handle_errors
+@command(app)
 def delete(
     hp_tuning_job: TuningJobArg,
     async_: Annotated[bool, typer.Option("--async", help="Return without waiting for the deletion.")] = False,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
     ] = 300.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    *,
+    opts: Options,
 ) -> None:
     """Delete a finished tuning job (a running one must be cancelled first)."""
-    name = tuning_job_name(hp_tuning_job, project, region)
-    with make_client(endpoint, api_key) as client:
-        op = client.delete_hyperparameter_tuning_job(name)
-        if not async_ and not op.get("done"):
-            if format == OutputFormat.human:
-                print_status(f"Waiting for operation [{op.get('name', '')}] to complete...")
-            op = client.wait_operation(op["name"], timeout)
-    if format != OutputFormat.human:
-        print_data(op, format)
-    elif op.get("error"):
-        error = op["error"]
-        print_status(
-            f"ERROR: deleting HyperparameterTuningJob [{name}] failed: "
-            f"code {error.get('code')}: {error.get('message')}"
-        )
-    elif op.get("done"):
-        print_status(f"Deleted HyperparameterTuningJob [{name}].")
-    elif async_:
-        print_status(
-            f"Deletion of HyperparameterTuningJob [{name}] is in progress: operation [{op.get('name', '')}]."
-        )
-    else:
-        print_status(
-            f"ERROR: operation [{op.get('name', '')}] to delete HyperparameterTuningJob [{name}] is not done "
-            f"after {timeout:g}s; it goes on in the background."
-        )
-    if op.get("error") or (not async_ and not op.get("done")):
-        raise typer.Exit(1)
+    name = opts.name(TUNING_JOBS, hp_tuning_job)
+    delete_job(
+        opts,
+        "HyperparameterTuningJob",
+        name,
+        lambda client: client.delete_hyperparameter_tuning_job(name),
+        async_,
+        timeout,
+        True,
+    )
 
 
-@app.command()
-@handle_errors
+@command(app)
 def wait(
     hp_tuning_job: TuningJobArg,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Give up (exit 1) after this many seconds.")
-    ] = None,
-    poll_interval: Annotated[
-        float, typer.Option("--poll-interval", min=0.05, help="Longest pause between polls.")
-    ] = 2.0,
-    region: RegionOpt = None,
-    project: ProjectOpt = "default",
-    endpoint: EndpointOpt = DEFAULT_ENDPOINT,
-    api_key: ApiKeyOpt = None,
-    format: FormatOpt = OutputFormat.human,
+    timeout: WaitTimeoutOpt = None,
+    poll_interval: PollIntervalOpt = 2.0,
+    *,
+    opts: Options,
 ) -> None:
     """Block until the tuning job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out)."""
-    name = tuning_job_name(hp_tuning_job, project, region)
-    with make_client(endpoint, api_key) as client:
+    name = opts.name(TUNING_JOBS, hp_tuning_job)
+    with opts.client() as client:
         job = poll_until_done(
             lambda: client.get_hyperparameter_tuning_job(name),
             f"HyperparameterTuningJob [{name}]",
             timeout,
             poll_interval,
-            format,
+            opts.format,
         )
-    if format != OutputFormat.human:
-        print_data(job, format)
-    else:
-        print_tuning_job_summary(job)
-    if job.get("state") != "JOB_STATE_SUCCEEDED":
-        raise typer.Exit(1)
+    show_final(opts, job, print_tuning_job_summary, "JOB_STATE_SUCCEEDED")
 
 
 __all__ = [
@@ -431,5 +344,6 @@ __all__ = [
     "build_tuning_job",
     "load_tuning_config",
     "normalize_algorithm",
+    "TUNING_JOBS",
     "tuning_job_name",
 ]

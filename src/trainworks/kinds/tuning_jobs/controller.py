@@ -21,14 +21,17 @@ from typing import Any
 
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
+from trainworks.jobs.store import ACTIVE_STATES
 from trainworks.kernel.errors import ApiError
 from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
+from trainworks.kinds.custom_jobs.rules import PRIMARY, task_name
 from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.kinds.tuning_jobs.store import TuningStore
+from trainworks.kinds.tuning_jobs.wire import FINISHED_TRIAL_STATES, LIVE_TRIAL_STATES, TrialState
 from trainworks.store.crash_points import crash_point
 from trainworks.store.tables import TuningJobRow, TuningTrialRow
 from trainworks.tuning.metrics import Measurement, final_measurement, merge, read_reports
@@ -38,10 +41,7 @@ from trainworks.tuning.trial_jobs import METRIC_FILE, TUNING_JOB_LABEL, trial_jo
 log = logging.getLogger(__name__)
 S = JobState
 
-# Trial.State
-REQUESTED, ACTIVE, STOPPING, SUCCEEDED, INFEASIBLE = 1, 2, 3, 4, 5
-LIVE_TRIALS = (REQUESTED, ACTIVE, STOPPING)
-ACTIVE_JOB_STATES = (S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING, S.JOB_STATE_CANCELLING)
+T = TrialState
 _UNCANCELLED = frozenset(int(s) for s in (S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING))
 SERVICE_FAILED_TRIALS = 3  # maxFailedTrialCount 0: this many finished trials, all failed, fail the job
 STOPPING_SPECS = ("medianAutomatedStoppingSpec", "decayCurveStoppingSpec", "convexAutomatedStoppingSpec")
@@ -115,7 +115,7 @@ class TuningJobController(ReconcileLoop):
 
     def _decide(self, job: TuningJobRow, state: JobState, error: dict[str, Any] | None) -> None:
         outcome = {"state": int(state), "error": error}
-        if self.store.transition(job.id, ACTIVE_JOB_STATES, outcome=outcome):
+        if self.store.transition(job.id, ACTIVE_STATES, outcome=outcome):
             job.outcome = outcome
 
     # -------------------------------------------------------------- trials
@@ -128,7 +128,7 @@ class TuningJobController(ReconcileLoop):
         stopping = any(key in spec for key in STOPPING_SPECS)
         children: dict[int, Any] | None = None
         for trial in trials:
-            if trial.state not in LIVE_TRIALS:
+            if trial.state not in LIVE_TRIAL_STATES:
                 continue
             if trial.custom_job_id is None:
                 if children is None:  # CustomJobs created before a crash but not recorded
@@ -144,7 +144,7 @@ class TuningJobController(ReconcileLoop):
                 continue
             if trial.stopped_early and child.state in _UNCANCELLED:
                 self._stop_early(job, trial, child)  # marked stopped, but a crash came before the cancel
-            run_dir = self.settings.jobs_dir / str(child.id) / "workerpool0-0"
+            run_dir = self.settings.jobs_dir / str(child.id) / task_name(*PRIMARY)
             known = _measurements(trial)
             measurements = merge(known, read_reports(run_dir / METRIC_FILE, metric["metricId"]))
             if len(measurements) != len(known):
@@ -165,7 +165,7 @@ class TuningJobController(ReconcileLoop):
                     else:  # hypertune writes step 0 when the code gives none: use the report's position
                         step = m.step if m.step > 0 else position
                     study.report(trial.study_number, step, m.value)
-                if stopping and trial.state == ACTIVE and study.should_stop(trial.study_number):
+                if stopping and trial.state == T.ACTIVE and study.should_stop(trial.study_number):
                     self._stop_early(job, trial, child)
             if S(child.state).terminal:
                 final = final_measurement(measurements, selection, maximize)
@@ -190,14 +190,14 @@ class TuningJobController(ReconcileLoop):
                 self._end_trial(job, trial, None, f"The trial's CustomJob was rejected: {exc.message}")
                 return
             child_id = int(created["name"].rsplit("/", 1)[-1])
-        self.store.update_trial(trial.id, custom_job_id=child_id, state=ACTIVE, start_time=now_utc())
-        trial.custom_job_id, trial.state = child_id, ACTIVE
+        self.store.update_trial(trial.id, custom_job_id=child_id, state=T.ACTIVE, start_time=now_utc())
+        trial.custom_job_id, trial.state = child_id, T.ACTIVE
 
     def _stop_early(self, job: TuningJobRow, trial: TuningTrialRow, child: Any) -> None:
         # Marked first: its cancelled job then still counts as a stopped trial with its measurements (not as
         # a failed one) should a crash come between the two; the cancel is repeated after a restart.
-        self.store.update_trial(trial.id, state=STOPPING, stopped_early=True)
-        trial.state, trial.stopped_early = STOPPING, True
+        self.store.update_trial(trial.id, state=T.STOPPING, stopped_early=True)
+        trial.state, trial.stopped_early = T.STOPPING, True
         crash_point("trial-stopping")
         with contextlib.suppress(ApiError):  # it may have finished meanwhile
             self.custom_jobs.cancel(job.project_number, job.location, str(child.id))
@@ -216,24 +216,26 @@ class TuningJobController(ReconcileLoop):
             elapsed = max(0.0, final.timestamp - started.timestamp()) if final.timestamp else None
             self.store.update_trial(
                 trial.id,
-                state=SUCCEEDED,
+                state=T.SUCCEEDED,
                 final_measurement=final.wire(metric_id, elapsed),
                 end_time=now_utc(),
             )
-            trial.state = SUCCEEDED
+            trial.state = T.SUCCEEDED
         else:
             study.fail(trial.study_number)
             crash_point("trial-told")
-            self.store.update_trial(trial.id, state=INFEASIBLE, infeasible_reason=reason, end_time=now_utc())
-            trial.state = INFEASIBLE
+            self.store.update_trial(
+                trial.id, state=T.INFEASIBLE, infeasible_reason=reason, end_time=now_utc()
+            )
+            trial.state = T.INFEASIBLE
 
     # -------------------------------------------------------------- the job
     def _advance(self, job: TuningJobRow, trials: list[TuningTrialRow]) -> None:
         max_trials = int(job.spec.get("maxTrialCount", 0))
         parallel = int(job.spec.get("parallelTrialCount", 1))
         max_failed = int(job.spec.get("maxFailedTrialCount", 0) or 0)
-        finished = [t for t in trials if t.state in (SUCCEEDED, INFEASIBLE)]
-        failed = [t for t in finished if t.state == INFEASIBLE]
+        finished = [t for t in trials if t.state in FINISHED_TRIAL_STATES]
+        failed = [t for t in finished if t.state == T.INFEASIBLE]
         if (max_failed > 0 and len(failed) > max_failed) or (
             max_failed == 0
             and failed
@@ -247,7 +249,7 @@ class TuningJobController(ReconcileLoop):
             )
             return
         study = self.study(job)
-        live = sum(1 for t in trials if t.state in LIVE_TRIALS)
+        live = sum(1 for t in trials if t.state in LIVE_TRIAL_STATES)
         recorded = {t.study_number for t in trials}
         total = len(trials)
         for pending in study.pending():  # asked for before a crash, never recorded: adopt, do not ask again
@@ -263,7 +265,7 @@ class TuningJobController(ReconcileLoop):
                 break
             total, live = total + 1, live + 1
         if not live and (total >= max_trials or study.exhausted()):
-            succeeded = [t for t in trials if t.state == SUCCEEDED]
+            succeeded = [t for t in trials if t.state == T.SUCCEEDED]
             if succeeded:
                 self._decide(job, S.JOB_STATE_SUCCEEDED, None)
             else:
@@ -276,7 +278,7 @@ class TuningJobController(ReconcileLoop):
             tuning_job_id=job.id,
             trial_id=trial_id,
             study_number=suggestion.number,
-            state=REQUESTED,
+            state=T.REQUESTED,
             parameters=list(suggestion.parameters),
             args=list(suggestion.args),
             measurements=[],
@@ -285,7 +287,7 @@ class TuningJobController(ReconcileLoop):
 
     def _wind_down(self, job: TuningJobRow, trials: list[TuningTrialRow]) -> bool:
         """Stop every running trial, then give the job its final state."""
-        live = [t for t in trials if t.state in LIVE_TRIALS]
+        live = [t for t in trials if t.state in LIVE_TRIAL_STATES]
         for trial in live:
             if trial.custom_job_id is None:
                 self._end_trial(job, trial, None, "The tuning job ended before this trial started.")
@@ -298,7 +300,7 @@ class TuningJobController(ReconcileLoop):
             ):
                 with contextlib.suppress(ApiError):
                     self.custom_jobs.cancel(job.project_number, job.location, str(child.id))
-        if any(t.state in LIVE_TRIALS and t.custom_job_id is not None for t in live):
+        if any(t.state in LIVE_TRIAL_STATES and t.custom_job_id is not None for t in live):
             return True
         outcome = job.outcome or {
             "state": int(S.JOB_STATE_CANCELLED),
@@ -306,7 +308,7 @@ class TuningJobController(ReconcileLoop):
         }
         self.store.transition(
             job.id,
-            ACTIVE_JOB_STATES,
+            ACTIVE_STATES,
             state=S(outcome["state"]),
             error=outcome.get("error"),
             end_time=now_utc(),

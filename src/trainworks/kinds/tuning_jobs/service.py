@@ -5,39 +5,32 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from trainworks.jobs import listing
 from trainworks.jobs.enums import JobState
 from trainworks.jobs.lifecycle import request_cancel, request_delete
-from trainworks.kernel import listing
-from trainworks.kernel.errors import (
-    ApiError,
-    invalid_argument,
-    not_found,
+from trainworks.jobs.service import (
+    add_job_status,
+    admit_outputs,
+    find_job,
+    insert_new_job,
+    list_jobs,
+    refuse_unschedulable,
 )
-from trainworks.kernel.ids import new_numeric_id
-from trainworks.kernel.names import custom_job_name, numeric_id, parent_name
+from trainworks.kernel.errors import invalid_argument
+from trainworks.kernel.names import custom_job_name, parent_name
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
-from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.tuning_jobs.store import TuningStore
 from trainworks.kinds.tuning_jobs.validation import validate_tuning_job
-from trainworks.kinds.tuning_jobs.wire import HyperparameterTuningJob, input_dict
-from trainworks.scheduling.admission import never_fits
+from trainworks.kinds.tuning_jobs.wire import HyperparameterTuningJob, input_dict, trial_state_name
 from trainworks.scheduling.inventory import Inventory, default_inventory
 from trainworks.scheduling.job_requests import job_request
 from trainworks.storage.output_buckets import OutputBuckets
 from trainworks.store.tables import TuningJobRow, TuningTrialRow
 
 S = JobState
-_TRIAL_STATES = {
-    0: "STATE_UNSPECIFIED",
-    1: "REQUESTED",
-    2: "ACTIVE",
-    3: "STOPPING",
-    4: "SUCCEEDED",
-    5: "INFEASIBLE",
-}
 
 
 def tuning_job_name(project_number: str, location: str, job_id: int) -> str:
@@ -47,7 +40,7 @@ def tuning_job_name(project_number: str, location: str, job_id: int) -> str:
 def trial_wire(row: TuningJobRow, trial: TuningTrialRow) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": str(trial.trial_id),
-        "state": _TRIAL_STATES.get(trial.state, "STATE_UNSPECIFIED"),
+        "state": trial_state_name(trial.state),
         "parameters": trial.parameters,
     }
     if trial.final_measurement:
@@ -68,16 +61,7 @@ def tuning_job_wire(row: TuningJobRow, trials: list[TuningTrialRow] | None = Non
     out.update(row.spec)
     if trials:
         out["trials"] = [trial_wire(row, t) for t in trials]
-    out["state"] = S(row.state).name
-    out["createTime"] = format_timestamp(row.create_time)
-    if row.start_time:
-        out["startTime"] = format_timestamp(row.start_time)
-    if row.end_time:
-        out["endTime"] = format_timestamp(row.end_time)
-    out["updateTime"] = format_timestamp(row.update_time)
-    if row.error:
-        out["error"] = row.error
-    return out
+    return add_job_status(out, row, S(row.state).name)
 
 
 class TuningJobService:
@@ -108,44 +92,30 @@ class TuningJobService:
         number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
-        if self.output_buckets is not None:
-            self.output_buckets.admit(project, location, "hyperparameter_tuning_job", spec)
-        trial = {"jobSpec": spec["trialJobSpec"]}
+        admit_outputs(self.output_buckets, project, location, "hyperparameter_tuning_job", spec)
         # Trials on a persistent resource run on its capacity, not the inventory's.
-        on_resource = bool(spec["trialJobSpec"].get("persistentResourceId"))
-        impossible = (
-            None
-            if on_resource
-            else never_fits(self.inventory, job_request(0, number, location, trial, {}, now))
-        )
-        if impossible:
-            raise ApiError(
-                Code.RESOURCE_EXHAUSTED,
-                f"The trials can never be scheduled: {impossible}.",
-                reason="RESOURCE_EXHAUSTED",
+        if not spec["trialJobSpec"].get("persistentResourceId"):
+            trial = {"jobSpec": spec["trialJobSpec"]}
+            refuse_unschedulable(
+                self.inventory, job_request(0, number, location, trial, {}, now), "The trials"
             )
-        row = TuningJobRow(
-            id=new_numeric_id(),
+        row = insert_new_job(
+            self.store,
+            TuningJobRow,
             project_number=number,
             location=location,
             display_name=job.display_name,
             state=int(S.JOB_STATE_QUEUED),
             spec=spec,
-            labels=dict(job.labels),
-            create_time=now,
-            update_time=now,
+            labels=job.labels,
+            now=now,
         )
-        self.store.insert(row)
         self.wake()
         return tuning_job_wire(row)
 
     def find(self, project: str, location: str, job_id: str) -> TuningJobRow:
-        jid = numeric_id(job_id, "HyperparameterTuningJob")
-        number = self.projects.number(project, location)
-        row = self.store.get(jid, number, location)
-        if row is None:
-            raise not_found(f"HyperparameterTuningJob {tuning_job_name(number, location, jid)}")
-        return row
+        what = "HyperparameterTuningJob"
+        return find_job(self.store, self.projects, project, location, job_id, what, tuning_job_name)
 
     def get(self, project: str, location: str, job_id: str) -> dict[str, Any]:
         row = self.find(project, location, job_id)
@@ -154,21 +124,17 @@ class TuningJobService:
     def list(
         self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
     ) -> dict[str, Any]:
-        size = listing.page_size(page_size)
-        where = listing.job_filter(TuningJobRow, filter_text)
-        fingerprint = listing.fingerprint(filter_text)
-        after = listing.read_page_token(page_token, fingerprint) if page_token else None
-        number = self.projects.number(project, location)
-        rows = self.store.page(number, location, where, after, size + 1)
-        out: dict[str, Any] = {}
-        if rows:  # list omits trials, as Vertex does
-            out["hyperparameterTuningJobs"] = [
-                listing.apply_read_mask(tuning_job_wire(r), read_mask) for r in rows[:size]
-            ]
-        if len(rows) > size:
-            last = rows[size - 1]
-            out["nextPageToken"] = listing.page_token(last.create_time, last.id, fingerprint)
-        return out
+        page = (page_size, page_token, filter_text, read_mask)
+        return list_jobs(
+            self.store,
+            self.projects,
+            project,
+            location,
+            page,
+            lambda text: listing.job_filter(TuningJobRow, text),
+            "hyperparameterTuningJobs",
+            tuning_job_wire,  # without trials: list omits them, as Vertex does
+        )
 
     def cancel(self, project: str, location: str, job_id: str) -> None:
         what = "HyperparameterTuningJob"

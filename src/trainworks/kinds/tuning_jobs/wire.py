@@ -129,6 +129,19 @@ class TrialState(ProtoEnum):
     INFEASIBLE = 5
 
 
+# Requested, running or being stopped: the trial has not ended.
+LIVE_TRIAL_STATES = frozenset({TrialState.REQUESTED, TrialState.ACTIVE, TrialState.STOPPING})
+FINISHED_TRIAL_STATES = frozenset({TrialState.SUCCEEDED, TrialState.INFEASIBLE})
+
+
+def trial_state_name(value: int) -> str:
+    """A stored trial state's wire name (STATE_UNSPECIFIED for a number this version does not know)."""
+    try:
+        return TrialState(value).name
+    except ValueError:
+        return TrialState.STATE_UNSPECIFIED.name
+
+
 class ParameterType(enum.StrEnum):
     """Which value spec a ParameterSpec carries (the `parameter_value_spec` oneof)."""
 
@@ -275,7 +288,7 @@ class ParameterSpec(WireModel):
         for name in VALUE_SPEC_FIELDS:
             spec = getattr(self, name)
             if spec is not None:
-                return spec  # type: ignore[no-any-return]
+                return spec
         return None
 
 
@@ -625,11 +638,14 @@ __all__ = [
     "TransferLearningConfig",
     "Trial",
     "TrialParameter",
+    "FINISHED_TRIAL_STATES",
+    "LIVE_TRIAL_STATES",
     "TrialState",
     "VALUE_SPEC_FIELDS",
     "VALUE_SPEC_FIELD",
     "input_dict",
     "strip_output_only",
     "trial_dict",
+    "trial_state_name",
     "walk_parameters",
 ]

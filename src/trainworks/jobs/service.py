@@ -1,0 +1,135 @@
+"""What the services of the three job kinds share: admitting a new job (output buckets, schedulability, its
+row), the common part of its wire form, finding one in its parent, and list pages (filter, token, readMask).
+What differs by kind (validation, the wire form's own fields, cancel and delete of pipelines) stays there."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement
+
+from trainworks.jobs.store import JobRows
+from trainworks.kernel import listing
+from trainworks.kernel.errors import ApiError, not_found
+from trainworks.kernel.ids import new_numeric_id
+from trainworks.kernel.names import numeric_id
+from trainworks.kernel.projects import Projects
+from trainworks.kernel.status import Code
+from trainworks.kernel.wire import format_timestamp
+from trainworks.scheduling.admission import JobRequest, never_fits
+from trainworks.scheduling.inventory import Inventory
+from trainworks.storage.output_buckets import OutputBuckets
+from trainworks.store.tables import JobColumns
+
+R = TypeVar("R", bound=JobColumns)
+
+
+def admit_outputs(
+    buckets: OutputBuckets | None, project: str, location: str, kind: str, spec: dict[str, Any]
+) -> None:
+    """Check that the project owns the gs:// places the job names (when the server tracks ownership)."""
+    if buckets is not None:
+        buckets.admit(project, location, kind, spec)
+
+
+def refuse_unschedulable(inventory: Inventory, request: JobRequest, what: str) -> None:
+    """RESOURCE_EXHAUSTED when `what` (\"The job\", \"The trials\") could never fit the inventory."""
+    impossible = never_fits(inventory, request)
+    if impossible:
+        raise ApiError(
+            Code.RESOURCE_EXHAUSTED,
+            f"{what} can never be scheduled: {impossible}.",
+            reason="RESOURCE_EXHAUSTED",
+        )
+
+
+def insert_new_job(
+    store: JobRows[R],
+    row_type: Callable[..., R],  # the row class: the mapped class's constructor takes the columns
+    *,
+    project_number: str,
+    location: str,
+    display_name: str,
+    state: int,
+    spec: dict[str, Any],
+    labels: Mapping[str, str],
+    now: datetime,
+    **own_columns: Any,
+) -> R:
+    """Store a new job under a fresh id, created and updated `now`."""
+    row = row_type(
+        id=new_numeric_id(),
+        project_number=project_number,
+        location=location,
+        display_name=display_name,
+        state=state,
+        spec=spec,
+        labels=dict(labels),
+        create_time=now,
+        update_time=now,
+        **own_columns,
+    )
+    store.insert(row)
+    return row
+
+
+def add_job_status(out: dict[str, Any], row: JobColumns, state_name: str) -> dict[str, Any]:
+    """The fields every job's wire form ends with: state, times and error (in this order)."""
+    out["state"] = state_name
+    out["createTime"] = format_timestamp(row.create_time)
+    if row.start_time:
+        out["startTime"] = format_timestamp(row.start_time)
+    if row.end_time:
+        out["endTime"] = format_timestamp(row.end_time)
+    out["updateTime"] = format_timestamp(row.update_time)
+    if row.error:
+        out["error"] = row.error
+    return out
+
+
+def find_job(
+    store: JobRows[R],
+    projects: Projects,
+    project: str,
+    location: str,
+    job_id: str,
+    kind: str,
+    name_of: Callable[[str, str, int], str],
+) -> R:
+    """The job `job_id` of the parent; NOT_FOUND (with its full name) when the parent has none."""
+    jid = numeric_id(job_id, kind)
+    number = projects.number(project, location)
+    row = store.get(jid, number, location)
+    if row is None:
+        raise not_found(f"{kind} {name_of(number, location, jid)}")
+    return row
+
+
+def list_jobs(
+    store: JobRows[R],
+    projects: Projects,
+    project: str,
+    location: str,
+    page: tuple[int, str, str, str],
+    where: Callable[[str], ColumnElement[bool] | None],
+    key: str,
+    wire: Callable[[R], dict[str, Any]],
+) -> dict[str, Any]:
+    """One page, newest first. `page`: (page_size, page_token, filter, read_mask); `where` compiles the
+    filter; `key` names the repeated field; `wire` renders a row."""
+    page_size, page_token, filter_text, read_mask = page
+    size = listing.page_size(page_size)
+    condition = where(filter_text)
+    fingerprint = listing.fingerprint(filter_text)
+    after = listing.read_page_token(page_token, fingerprint) if page_token else None
+    number = projects.number(project, location)
+    rows = store.page(number, location, condition, after, size + 1)
+    out: dict[str, Any] = {}
+    if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
+        out[key] = [listing.apply_read_mask(wire(r), read_mask) for r in rows[:size]]
+    if len(rows) > size:
+        last = rows[size - 1]
+        out["nextPageToken"] = listing.page_token(last.create_time, last.id, fingerprint)
+    return out

@@ -1,0 +1,438 @@
+"""What every CLI command shares, whatever the kind: the common options (declared here once), the REST client
+they make, the one error handler, waiting for jobs and operations, and output in the format asked for.
+
+`command` adds --region, --project, --endpoint, --api-key and --format to a command, after its own
+options, so they go after the subcommand as with gcloud (`trainworks custom-jobs list --region r`); the
+command gets them as one `Options`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from trainworks.client.rest import TERMINAL_STATES, ApiError, TrainworksClient, TrainworksConnectionError
+from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.render import OutputFormat, print_data, print_status
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
+
+# ====================================================================== common options
+EndpointOpt = Annotated[
+    str,
+    typer.Option("--endpoint", envvar="TRAINWORKS_ENDPOINT", help="Base URL of the Trainworks server."),
+]
+ProjectOpt = Annotated[
+    str, typer.Option("--project", envvar="TRAINWORKS_PROJECT", help="Project ID or number.")
+]
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--region", envvar="TRAINWORKS_REGION", help="Region (location) of the jobs, e.g. us-central1."
+    ),
+]
+ApiKeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key", envvar="TRAINWORKS_API_KEY", help="API key or bearer token.", show_default=False
+    ),
+]
+FormatOpt = Annotated[
+    OutputFormat,
+    typer.Option("--format", case_sensitive=False, help="human (default), or json / yaml for scripts."),
+]
+#: --async and --timeout of the commands that wait for a long-running operation.
+AsyncOpt = Annotated[
+    bool, typer.Option("--async", help="Return at once with the operation instead of waiting for it.")
+]
+OperationTimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the operation (exit 1 after).")
+]
+#: --timeout and --poll-interval of the `wait` commands.
+WaitTimeoutOpt = Annotated[
+    float | None, typer.Option("--timeout", help="Give up (exit 1) after this many seconds.")
+]
+PollIntervalOpt = Annotated[
+    float, typer.Option("--poll-interval", min=0.05, help="Longest pause between polls.")
+]
+
+
+@dataclass(frozen=True)
+class Options:
+    """The common options of one command run."""
+
+    region: str | None = None
+    project: str = "default"
+    endpoint: str = DEFAULT_ENDPOINT
+    api_key: str | None = None
+    format: OutputFormat = OutputFormat.human
+
+    @property
+    def human(self) -> bool:
+        return self.format == OutputFormat.human
+
+    @property
+    def url(self) -> str:
+        """The server's base URL (the default endpoint when --endpoint is empty)."""
+        return self.endpoint or DEFAULT_ENDPOINT
+
+    def client(self) -> TrainworksClient:
+        return TrainworksClient(self.url, api_key=self.api_key)
+
+    def location(self) -> str:
+        """The --region value; a FlagError when there is none."""
+        if not self.region:
+            raise FlagError("--region", "a region is required (or set TRAINWORKS_REGION)")
+        return self.region
+
+    def parent(self) -> str:
+        """projects/P/locations/L of --project and --region (which must be given)."""
+        return f"projects/{self.project}/locations/{self.location()}"
+
+    def name(self, spec: NameSpec, value: str) -> str:
+        """The full resource name of an argument: a name, or an ID expanded with --project and --region."""
+        return parse_name(spec, value, self.project, self.region)
+
+    def endpoint_flag(self) -> str:
+        """` --endpoint=URL` for the command hints we print; empty for the default endpoint."""
+        return "" if self.endpoint == DEFAULT_ENDPOINT else f" --endpoint={self.endpoint}"
+
+    def show(self, data: Any, human: Callable[[Any], None]) -> None:
+        """`data` as json/yaml, or shown to humans by `human`."""
+        if self.human:
+            human(data)
+        else:
+            print_data(data, self.format)
+
+
+# ====================================================================== errors
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """API, connection and flag errors become a message on stderr and exit 1 (2 for bad flags)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except FlagError as exc:
+            print_status(f"ERROR: {exc}")
+            raise typer.Exit(2) from None
+        except ApiError as exc:
+            print_status(f"ERROR: {exc.status}: {exc.message}")
+            for field, description in exc.violations:
+                print_status(f"  - {field}: {description}")
+            raise typer.Exit(1) from None
+        except TrainworksConnectionError as exc:
+            print_status(f"ERROR: {exc}")
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            print_status("Interrupted.")
+            raise typer.Exit(130) from None
+        except BrokenPipeError:
+            # The reader went away (e.g. `| head`): stop quietly, as the Python docs recommend.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ====================================================================== the command decorator
+ALL_OPTIONS = ("region", "project", "endpoint", "api_key", "format")
+#: Commands that print no data (an interactive shell, a server) take no --format.
+NO_FORMAT = ALL_OPTIONS[:-1]
+
+_OPTION_TYPES: dict[str, Any] = {
+    "region": RegionOpt,
+    "project": ProjectOpt,
+    "endpoint": EndpointOpt,
+    "api_key": ApiKeyOpt,
+    "format": FormatOpt,
+}
+_DEFAULTS = Options()
+
+
+def command(
+    app: typer.Typer | None = None, name: str | None = None, *, options: Sequence[str] = ALL_OPTIONS
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A CLI command: `func(..., *, opts: Options)` gets the common `options` as flags after its own, and
+    the one error handler. With `app` it is registered there (as `name`, else the function's name)."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(func, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "opts"]
+        common = [
+            inspect.Parameter(
+                option,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=getattr(_DEFAULTS, option),
+                annotation=_OPTION_TYPES[option],
+            )
+            for option in options
+        ]
+
+        @functools.wraps(func)
+        def wrapper(**kwargs: Any) -> Any:
+            opts = Options(**{option: kwargs.pop(option) for option in options})
+            return func(**kwargs, opts=opts)
+
+        params = own + common
+        wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {
+            "return": signature.return_annotation
+        }
+        handled = handle_errors(wrapper)
+        if app is not None:
+            app.command(name)(handled)
+        return handled
+
+    return decorate
+
+
+# ====================================================================== listing
+def page_size_for(page_size: int, limit: int | None) -> int:
+    """The page size to ask for: --page-size, else no more than --limit needs (at most 1000)."""
+    return page_size or (min(limit, 1000) if limit else 0)
+
+
+def take(items: Iterable[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    """The first `limit` items (all without a limit), fetching no page beyond them."""
+    taken: list[dict[str, Any]] = []
+    for item in items:
+        taken.append(item)
+        if limit is not None and len(taken) >= limit:
+            break
+    return taken
+
+
+# ====================================================================== waiting for jobs
+def poll_until_done(
+    fetch: Callable[[], dict[str, Any]],
+    what: str,
+    timeout: float | None,
+    poll_interval: float,
+    format: OutputFormat,
+    terminal: Iterable[str] = TERMINAL_STATES,
+) -> dict[str, Any]:
+    """Poll `fetch` (with growing pauses up to `poll_interval`) until the job is in a `terminal` state.
+
+    On timeout it prints the job (for json/yaml) and the error, and exits 1."""
+    terminal = frozenset(terminal)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.1
+    job = fetch()
+    while job.get("state") not in terminal:
+        if deadline is not None and time.monotonic() >= deadline:
+            if format != OutputFormat.human:
+                print_data(job, format)
+            print_status(f"ERROR: timed out after {timeout:g}s; {what} is {job.get('state')}.")
+            raise typer.Exit(1)
+        time.sleep(pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0.0)))
+        pause = min(pause * 1.5, poll_interval)
+        job = fetch()
+    return job
+
+
+def show_final(opts: Options, job: dict[str, Any], summary: Callable[[Any], None], succeeded: str) -> None:
+    """Show a job that `wait` saw end; exit 1 unless it ended in `succeeded`."""
+    opts.show(job, summary)
+    if job.get("state") != succeeded:
+        raise typer.Exit(1)
+
+
+def report_cancel(opts: Options, result: Any, kind: str, name: str, wait_command: str | None) -> None:
+    """What `cancel` prints: the response (json/yaml), or that the request was sent and how to wait."""
+    if not opts.human:
+        print_data(result, opts.format)
+        return
+    message = f"Request to cancel {kind} [{name}] has been sent."
+    if wait_command:
+        message += (
+            f"\nWait for it to end with:\n  trainworks {wait_command} wait {name}{opts.endpoint_flag()}"
+        )
+    print_status(message)
+
+
+def delete_job(
+    opts: Options,
+    kind: str,
+    name: str,
+    delete: Callable[[TrainworksClient], dict[str, Any]],
+    async_: bool,
+    timeout: float,
+    unfinished_fails: bool,
+) -> None:
+    """Delete a job through its operation, waiting for it unless --async.
+
+    An operation that failed exits 1; one still running after the wait exits 1 when `unfinished_fails`
+    (else it is reported as in progress)."""
+    with opts.client() as client:
+        op = delete(client)
+        if not async_ and not op.get("done"):
+            if opts.human:
+                print_status(f"Waiting for operation [{op.get('name', '')}] to complete...")
+            op = client.wait_operation(op["name"], timeout)
+    error = op.get("error")
+    if not opts.human:
+        print_data(op, opts.format)
+    elif error:
+        print_status(
+            f"ERROR: deleting {kind} [{name}] failed: code {error.get('code')}: {error.get('message')}"
+        )
+    elif op.get("done"):
+        print_status(f"Deleted {kind} [{name}].")
+    elif async_ or not unfinished_fails:
+        print_status(f"Deletion of {kind} [{name}] is in progress: operation [{op.get('name', '')}].")
+    else:
+        print_status(
+            f"ERROR: operation [{op.get('name', '')}] to delete {kind} [{name}] is not done "
+            f"after {timeout:g}s; it goes on in the background."
+        )
+    if error or (unfinished_fails and not async_ and not op.get("done")):
+        raise typer.Exit(1)
+
+
+# ====================================================================== long-running operations
+@dataclass(frozen=True)
+class OperationTarget:
+    """What a resource's create/update/delete LRO is about, for `run`."""
+
+    kind: str  # e.g. "PersistentResource"
+    command: str  # its CLI group, e.g. "persistent-resources"
+    summary: Callable[[dict[str, Any]], None]  # prints the resource an operation returned
+    # The resource's full name from the operation's name and the name the user gave.
+    name_from_operation: Callable[[str, str], str]
+
+    def run(
+        self,
+        opts: Options,
+        action: str,
+        name: str,
+        async_: bool,
+        timeout: float,
+        start: Callable[[TrainworksClient], dict[str, Any]],
+    ) -> None:
+        """Start the operation with `start`, then wait for it and report it (`report_operation`)."""
+        with opts.client() as client:
+            report_operation(client, start(client), self, action, name, async_, timeout, opts)
+
+
+_DONE_VERBS = {"create": "Created", "update": "Updated", "reboot": "Rebooted", "delete": "Deleted"}
+
+
+def report_operation(
+    client: TrainworksClient,
+    op: dict[str, Any],
+    target: OperationTarget,
+    action: str,
+    name: str,
+    async_: bool,
+    timeout: float,
+    opts: Options,
+) -> None:
+    """Wait for a create/update/reboot/delete operation (unless --async) and print its outcome.
+
+    json/yaml print the resource when the operation returned one, else the operation. A failed or
+    unfinished operation exits 1.
+    """
+    op_name = op.get("name", "")
+    if "/operations/" in op_name:  # the server's name of the resource (with the project number)
+        name = target.name_from_operation(op_name, name)
+    if not async_ and not op.get("done"):
+        if opts.human:
+            print_status(f"Waiting for operation [{op_name}] to complete...")
+        op = client.wait_operation(op_name, timeout)
+    error = op.get("error")
+    response = op.get("response") or {}
+    has_resource = bool(op.get("done") and not error and "name" in response)
+    what = f"{target.kind} [{name}]"
+    if not opts.human:
+        print_data({k: v for k, v in response.items() if k != "@type"} if has_resource else op, opts.format)
+    if error:
+        print_status(
+            f"ERROR: operation [{op_name}] to {action} {what} failed: "
+            f"code {error.get('code', 0)}: {error.get('message', '')}"
+        )
+        for detail in error.get("details") or []:
+            for violation in (detail or {}).get("fieldViolations") or []:
+                print_status(f"  - {violation.get('field', '')}: {violation.get('description', '')}")
+        raise typer.Exit(1)
+    if op.get("done"):
+        if opts.human:
+            print_status(f"{_DONE_VERBS[action]} {what}.")
+            if has_resource:
+                target.summary(response)
+        return
+    hint = f"trainworks {target.command} describe {name}{opts.endpoint_flag()}"
+    if async_:
+        if opts.human:
+            print_status(
+                f"Operation [{op_name}] to {action} {what} is submitted.\nCheck its state with:\n  {hint}"
+            )
+        return
+    progress = (op.get("metadata") or {}).get("progressMessage")
+    print_status(
+        f"ERROR: operation [{op_name}] to {action} {what} is not done after {timeout:g}s"
+        f"{f' ({progress})' if progress else ''}; it goes on in the background.\n"
+        f"Check it with:\n  {hint}"
+    )
+    raise typer.Exit(1)
+
+
+# ====================================================================== operations run in the foreground
+def operation_done(client: TrainworksClient, op: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The operation once done, or as it stands after `timeout` seconds."""
+    return op if op.get("done") else client.wait_operation(op["name"], timeout)
+
+
+def exit_unless_succeeded(op: dict[str, Any], what: str, timeout: float) -> None:
+    """An operation that failed, or is still running after the wait, prints why and exits 1."""
+    error = op.get("error")
+    if error:
+        print_status(f"ERROR: {what} failed: code {error.get('code', 0)}: {error.get('message', '')}")
+        raise typer.Exit(1)
+    if not op.get("done"):
+        print_status(
+            f"ERROR: {what} is not done after {timeout:g}s: operation [{op.get('name', '')}] goes on in "
+            "the background."
+        )
+        raise typer.Exit(1)
+
+
+__all__ = [
+    "ALL_OPTIONS",
+    "DEFAULT_ENDPOINT",
+    "NO_FORMAT",
+    "ApiKeyOpt",
+    "AsyncOpt",
+    "EndpointOpt",
+    "FormatOpt",
+    "OperationTarget",
+    "OperationTimeoutOpt",
+    "Options",
+    "PollIntervalOpt",
+    "ProjectOpt",
+    "RegionOpt",
+    "WaitTimeoutOpt",
+    "command",
+    "delete_job",
+    "exit_unless_succeeded",
+    "handle_errors",
+    "operation_done",
+    "page_size_for",
+    "poll_until_done",
+    "report_cancel",
+    "report_operation",
+    "show_final",
+    "take",
+]

@@ -1,0 +1,189 @@
+"""A router factory for a collection's standard methods (get, list, create, update, delete, custom verbs).
+
+A kind declares its collection: the path segment (`customJobs`), the name of the resource ID in the path
+(`job_id`), how a request reaches the kind's service, and its methods in the order the router tries them
+(a `GET {id}:verb` must come before `GET {id}`, which would take `id:verb` for an ID). Each method calls the
+service with the project, the location, the resource ID where the path has one, then its arguments in
+order: query parameters (either spelling, kernel/params.py), the JSON body, the API version (`v1` or
+`v1beta1`, which long-running operations' metadata types name).
+
+Routes keep the names FastAPI makes their OpenAPI operation IDs and summaries of, and answer the service's
+JSON object (proto3 JSON it built) with `JsonObject` as their response model: FastAPI checks it is an
+object and pydantic writes it exactly as it writes `Any`, without a schema of its own in the description.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Concatenate, Generic, TypeVar
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from trainworks.kernel.bodies import json_body
+from trainworks.kernel.params import int_param, query_param
+
+S = TypeVar("S")
+
+# What a route answers: the JSON object its service built, sent as built.
+JsonObject = dict[str, Any]
+
+LOCATION = "/projects/{project}/locations/{location}"
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query parameter the service takes, in either spelling (pageSize or page_size)."""
+
+    camel: str
+    snake: str
+    integer: bool = False  # 0 when absent, a 400 when not an integer
+
+    def read(self, request: Request) -> str | int:
+        if self.integer:
+            return int_param(request, self.camel, self.snake)
+        return query_param(request, self.camel, self.snake)
+
+
+class Input(Enum):
+    BODY = "the request's JSON body (required)"
+    API_VERSION = "v1 or v1beta1, from the path"
+
+
+BODY = Input.BODY
+API_VERSION = Input.API_VERSION
+
+PAGE_SIZE = Query("pageSize", "page_size", integer=True)
+PAGE_TOKEN = Query("pageToken", "page_token")
+FILTER = Query("filter", "filter")
+READ_MASK = Query("readMask", "read_mask")
+ORDER_BY = Query("orderBy", "order_by")
+UPDATE_MASK = Query("updateMask", "update_mask")
+PAGE = (PAGE_SIZE, PAGE_TOKEN)
+LIST = (*PAGE, FILTER, READ_MASK)
+
+Argument = Query | Input
+# A service method, unbound (`CustomJobService.get`): it answers a JSON object, or nothing (an empty one).
+Call = Callable[Concatenate[S, ...], JsonObject | None]
+
+
+@dataclass(frozen=True)
+class Method(Generic[S]):
+    http: str
+    name: str  # the route's name: FastAPI makes the OpenAPI operation ID and summary of it
+    call: Call[S]
+    args: tuple[Argument, ...] = ()
+    on_resource: bool = True  # the path names one resource ({id}) or the collection
+    verb: str = ""  # a custom method: `{id}:cancel`, `models:upload`
+    ignore_body: bool = False  # takes an optional JSON body (a 400 when not JSON) and passes nothing of it
+
+    def path(self, collection: str, id_name: str) -> str:
+        path = f"{LOCATION}/{collection}"
+        if self.on_resource:
+            path += "/{" + id_name + "}"
+        return f"{path}:{self.verb}" if self.verb else path
+
+
+def create(call: Call[S], *args: Argument) -> Method[S]:
+    return Method("POST", "create", call, args, on_resource=False)
+
+
+def list_(call: Call[S], *args: Argument) -> Method[S]:
+    return Method("GET", "list_", call, args, on_resource=False)
+
+
+def get(call: Call[S], *args: Argument) -> Method[S]:
+    return Method("GET", "get", call, args)
+
+
+def update(call: Call[S], *args: Argument) -> Method[S]:
+    return Method("PATCH", "update", call, args)
+
+
+def delete(call: Call[S], *args: Argument) -> Method[S]:
+    return Method("DELETE", "delete", call, args)
+
+
+def cancel(call: Call[S]) -> Method[S]:
+    """`:cancel`: the service answers nothing, the route google.protobuf.Empty."""
+    return Method("POST", "cancel", call, verb="cancel")
+
+
+def verb(
+    http: str,
+    verb: str,
+    name: str,
+    call: Call[S],
+    *args: Argument,
+    on_resource: bool = True,
+    ignore_body: bool = False,
+) -> Method[S]:
+    return Method(http, name, call, args, on_resource=on_resource, verb=verb, ignore_body=ignore_body)
+
+
+@dataclass(frozen=True)
+class Collection(Generic[S]):
+    segment: str  # customJobs
+    id_name: str  # the resource ID's name in the path: job_id
+    service: Callable[[Request], S]
+    methods: Sequence[Method[S]]
+
+    def router(self, prefix: str) -> APIRouter:
+        """The collection's routes under a prefix (/v1 or /v1beta1), in the order of its methods."""
+        api = APIRouter(prefix=prefix, tags=[self.segment])
+        api_version = prefix.strip("/")
+        for method in self.methods:
+            path = method.path(self.segment, self.id_name)
+            endpoint = self._endpoint(method, re.findall(r"\{(\w+)\}", path), api_version)
+            api.add_api_route(path, endpoint, methods=[method.http], name=method.name)
+        return api
+
+    def _endpoint(self, method: Method[S], names: list[str], api_version: str) -> Callable[..., Any]:
+        def answer(request: Request, path: dict[str, str], body: Any) -> JsonObject:
+            service = self.service(request)
+            values = [_value(arg, request, body, api_version) for arg in method.args]
+            result = method.call(service, *(path[name] for name in names), *values)
+            return {} if result is None else result
+
+        if BODY in method.args or method.ignore_body:
+            endpoint = _reading_body(answer, required=BODY in method.args)
+        else:
+            endpoint = _plain(answer)
+        endpoint.__name__ = endpoint.__qualname__ = method.name
+        # FastAPI reads the path parameters off the signature: the same one a hand-written route has.
+        params = [inspect.Parameter(n, _POSITIONAL, annotation=str) for n in names]
+        params.append(inspect.Parameter("request", _POSITIONAL, annotation=Request))
+        endpoint.__signature__ = inspect.Signature(params, return_annotation=JsonObject)  # type: ignore[attr-defined]
+        return endpoint
+
+
+_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
+_Answer = Callable[[Request, dict[str, str], Any], JsonObject]
+
+
+def _reading_body(answer: _Answer, required: bool) -> Callable[..., Any]:
+    async def endpoint(request: Request, **path: str) -> JsonObject:
+        body = await json_body(request, required=required)
+        return await run_in_threadpool(answer, request, path, body)  # the service's work: off the loop
+
+    return endpoint
+
+
+def _plain(answer: _Answer) -> Callable[..., Any]:
+    def endpoint(request: Request, **path: str) -> JsonObject:  # FastAPI runs it in its thread pool
+        return answer(request, path, None)
+
+    return endpoint
+
+
+def _value(arg: Argument, request: Request, body: Any, api_version: str) -> Any:
+    if arg is BODY:
+        return body
+    if arg is API_VERSION:
+        return api_version
+    assert isinstance(arg, Query)
+    return arg.read(request)
