@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 PORT ?= 8080
+# Test modules run on this many workers (pytest-xdist); a module's tests stay together on one worker.
+# Tests marked `alone` (they assert a duration) run afterwards, one at a time.
+TEST_WORKERS ?= 2
 
 .PHONY: run serve test lint format bench clean
 
@@ -30,7 +33,8 @@ serve: $(STAMP)
 test: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m 'not alone'
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m alone
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

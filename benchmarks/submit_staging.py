@@ -48,11 +48,11 @@ from urllib.parse import quote
 import httpx
 import yaml
 
-from trainworks.client.rest import ApiError, TrainworksClient
+from trainworks.client import ApiError, TrainworksClient
+from trainworks.code_staging.store import CHUNK, CodeStore
 from trainworks.submit.config import RunConfig, load_run_config
 from trainworks.submit.plan import build_custom_job, make_run_id, plan_run
 from trainworks.submit.staging import config_uri, read_package, stage_code
-from trainworks.submit.storage import CHUNK, CodeStore
 from trainworks.submit.submitter import LoggingEvents, submit_run
 
 try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +12,11 @@ import pytest
 
 from tests.support.pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from tests.support.server import ServerProcess
+
+# pytest-xdist's workers export COLUMNS=80 and LINES=24: the CLI's human output would wrap at 80 columns
+# there and not in a plain run. Tests see no terminal size, whatever runs them.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(scope="module")
@@ -27,3 +35,21 @@ def fresh_server(tmp_path: Path) -> Iterator[ServerProcess]:
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_slurm_module_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Modules marked `slurm_daemons` hold a machine-wide lock while they run.
+
+    `make test` runs modules on parallel workers; Slurm clusters pick their loopback port blocks by probing
+    which are free, so two clusters started at the same moment by two workers could pick the same block.
+    """
+    if request.node.get_closest_marker("slurm_daemons") is None:
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "trainworks-tests-slurm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # blocks until the module holding it ends
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

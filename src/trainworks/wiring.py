@@ -120,14 +120,24 @@ def build_services(settings: Settings) -> Services:
         objects = ObjectStore(settings.buckets)
     else:
         objects = ObjectStore(None, protocol=settings.gcs_protocol)
+    # Reservations may name a project by ID; jobs carry project numbers.
+    inventory = load_inventory(settings.inventory_path).with_project_numbers(projects.number)
+    # Who owns each local bucket: requests naming another project's bucket are refused, outputs claimed.
+    buckets = OutputBuckets(settings.buckets if settings.gcs_protocol == "file" else None, projects)
+    custom_jobs = CustomJobService(
+        job_store,
+        projects,
+        operations,
+        inventory=inventory,
+        web_access_base=settings.storage_url,  # webAccessUris point at this server's console
+        output_buckets=buckets,
+    )
     # Persistent resources: their jobs are admitted on the resource's capacity and their replicas start
     # from the resource's warm interpreters (backends/warm.py) when they can.
     pr_store = PersistentResourceStore(db)
-    pr_jobs = PersistentResourceJobs(settings, pr_store, job_store)
+    pr_jobs = PersistentResourceJobs(settings, pr_store, custom_jobs)
     warm = WarmPool(settings.home / "persistent", host_env)
     backend = WarmStartBackend(LocalBackend(settings.container_runtime, settings), warm, pr_jobs.warm_target)
-    # Reservations may name a project by ID; jobs carry project numbers.
-    inventory = load_inventory(settings.inventory_path).with_project_numbers(projects.number)
     # Jobs go to Slurm per job (labels, --executor); the resolvers say which cluster.
     slurm = SlurmBackend(
         [server_targets(settings.slurm_conf, settings.slurm_partition, settings.executor)],
@@ -144,30 +154,20 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
     )
     controller.persistent = pr_jobs
+    custom_jobs.wake = controller.wake  # the service and the controller need each other
     pr_controller = PersistentResourceController(
-        settings, pr_store, job_store, op_store, warm, wake_jobs=controller.wake
+        settings, pr_store, custom_jobs, op_store, warm, wake_jobs=controller.wake
     )
-    # Who owns each local bucket: requests naming another project's bucket are refused, outputs claimed.
-    buckets = OutputBuckets(settings.buckets if settings.gcs_protocol == "file" else None, projects)
     persistent_resources = PersistentResourceService(
-        pr_store, job_store, projects, operations, wake=pr_controller.wake, output_buckets=buckets
+        pr_store, custom_jobs, projects, operations, wake=pr_controller.wake, output_buckets=buckets
     )
-    custom_jobs = CustomJobService(
-        job_store,
-        projects,
-        operations,
-        wake=controller.wake,
-        inventory=inventory,
-        persistent_resources=persistent_resources,
-        web_access_base=settings.storage_url,  # webAccessUris point at this server's console
-        output_buckets=buckets,
-    )
-    costs = CostService(job_store, projects)
+    custom_jobs.persistent_resources = persistent_resources  # checks jobs with persistentResourceId
+    costs = CostService(custom_jobs, projects)
     costs.add_resource_source(persistent_resources)
     logs = LogService(settings, job_store, projects)
     # Tuning: trials are CustomJobs; the studies live in Optuna's tables of the same database.
     tuning_store = TuningStore(db)
-    tuning_controller = TuningJobController(settings, tuning_store, custom_jobs, job_store, op_store, db.url)
+    tuning_controller = TuningJobController(settings, tuning_store, custom_jobs, op_store, db.url)
     tuning_jobs = TuningJobService(
         tuning_store,
         projects,
@@ -192,8 +192,6 @@ def build_services(settings: Settings) -> Services:
         pipeline_store,
         custom_jobs,
         tuning_jobs,
-        job_store,
-        tuning_store,
         op_store,
         models=models,
         datasets=datasets,
@@ -238,7 +236,7 @@ def build_services(settings: Settings) -> Services:
         if settings.gcs_protocol == "file"
         else None,
         slurm=slurm,
-        capacity=CapacityService(job_store, projects, inventory),
+        capacity=CapacityService(custom_jobs, projects, inventory),
         models=models,
         datasets=datasets,
         training_pipelines=training_pipelines,

@@ -215,6 +215,7 @@ def test_container_exit_code_fails_the_job(server: ServerProcess, busybox: str) 
     assert "broken" in done["error"]["message"]
 
 
+@pytest.mark.alone  # times a stop: it runs after the parallel part of `make test`, on an idle machine
 def test_cancel_stops_the_container(server: ServerProcess, store: PodmanStore, busybox: str) -> None:
     with server.client() as client:
         created = submit(client, server, container_pool(busybox, ["sleep", "300"]))

@@ -23,6 +23,9 @@ from tests.support.server import ServerProcess, wait_for, wait_job
 from tests.support.slurm import SlurmTestCluster, slurm_test_cluster
 from trainworks.slurm.jobs import SlurmJob, parse_squeue
 
+# Starts Slurm daemons: one such module at a time across test workers (tests/conftest.py).
+pytestmark = pytest.mark.slurm_daemons
+
 EXAMPLE = EXAMPLES / "ddp_train.py"
 SLURM = {"trainworks-executor": "slurm"}
 SLEEP = "import time; time.sleep(300)"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.jobs import job, python_pool
 from tests.support.server import ServerProcess, wait_for, wait_job
-from trainworks.client.rest import ApiError, TrainworksClient
+from trainworks.client import ApiError, TrainworksClient
 from trainworks.scheduling.admission import (
     SPECIFIC_RESERVATION,
     Allocation,

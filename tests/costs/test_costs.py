@@ -16,20 +16,19 @@ import pytest
 
 from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
-from trainworks.catalog.machines import hourly_price
-from trainworks.costs.service import (
+from trainworks.catalog.billing import (
     BilledInterval,
     MachineShape,
     Usage,
-    job_cost,
-    job_intervals,
     report_wire,
     resource_rows,
     summarize,
     totals_wire,
     usage_rows,
 )
+from trainworks.catalog.machines import hourly_price
 from trainworks.jobs.enums import JobState
+from trainworks.kinds.custom_jobs.usage import job_cost, job_intervals
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

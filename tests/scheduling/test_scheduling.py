@@ -900,6 +900,7 @@ def test_a_blocked_head_is_admitted_as_soon_as_backfilled_jobs_could_not_have_de
     assert second.admitted.get(1) == "r-a"
 
 
+@pytest.mark.alone  # times a pass: it runs after the parallel part of `make test`, on an idle machine
 def test_ten_thousand_jobs_over_a_thousand_machines_in_well_under_a_second() -> None:
     rng = random.Random(7)
     types = [N4, "n1-standard-8", A2, "a2-highgpu-2g", "g2-standard-8"]

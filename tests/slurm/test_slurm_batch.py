@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from trainworks.backends.base import Phase
+from trainworks.backends.base import Phase, PlacementRequest
 from trainworks.backends.commands import TaskError
 from trainworks.slurm.backend import SlurmBackend, SlurmRef, SlurmTarget, replica_status, server_targets
 from trainworks.slurm.batch import BatchJob, Component, batch_script, components, job_name, time_limit
@@ -290,30 +289,30 @@ def test_backend_ref_round_trip() -> None:
         SlurmRef.parse("local:1")
 
 
-def job_row(labels: dict[str, str] | None = None, **spec: object) -> SimpleNamespace:
-    return SimpleNamespace(labels=labels, spec={"jobSpec": {"workerPoolSpecs": pools(1), **spec}})
+def job_placement(labels: dict[str, str] | None = None, resource: str | None = None) -> PlacementRequest:
+    return PlacementRequest("123", "us-central1", labels or {}, resource)
 
 
 def test_which_jobs_go_to_slurm() -> None:
     conf = Path("/c/slurm.conf")
     label_only = server_targets(conf, "debug")
-    assert label_only(job_row()) is None
-    assert label_only(job_row({"trainworks-executor": "slurm"})) == SlurmTarget(conf, "debug")
+    assert label_only(job_placement()) is None
+    assert label_only(job_placement({"trainworks-executor": "slurm"})) == SlurmTarget(conf, "debug")
     everything = server_targets(conf, None, default_executor="slurm")
-    assert everything(job_row()) == SlurmTarget(conf, None)
-    assert everything(job_row({"trainworks-executor": "local"})) is None
-    assert everything(job_row(persistentResourceId="pr")) is None  # stays on its resource's machines
-    assert server_targets(None, None, "slurm")(job_row()) is None
+    assert everything(job_placement()) == SlurmTarget(conf, None)
+    assert everything(job_placement({"trainworks-executor": "local"})) is None
+    assert everything(job_placement(resource="pr")) is None  # stays on its resource's machines
+    assert server_targets(None, None, "slurm")(job_placement()) is None
 
     backend = SlurmBackend([label_only])
-    assert not backend.accepts(job_row())
-    assert backend.accepts(job_row({"trainworks-executor": "slurm"}))
+    assert not backend.accepts(job_placement())
+    assert backend.accepts(job_placement({"trainworks-executor": "slurm"}))
     # The hook for training clusters: a resolver in front of the server's own.
     other = SlurmTarget(Path("/clusters/c1/slurm.conf"), "p")
     backend.add_resolver(lambda job: other if (job.labels or {}).get("trainworks-cluster") == "c1" else None)
-    assert backend.target(job_row({"trainworks-cluster": "c1"})) == other
+    assert backend.target(job_placement({"trainworks-cluster": "c1"})) == other
     with pytest.raises(TaskError, match="no Slurm cluster"):
-        SlurmBackend([server_targets(None, None)]).accepts(job_row({"trainworks-executor": "slurm"}))
+        SlurmBackend([server_targets(None, None)]).accepts(job_placement({"trainworks-executor": "slurm"}))
 
 
 def squeue(state: str, restarts: int = 0, reason: str = "None") -> list[SlurmJob]:

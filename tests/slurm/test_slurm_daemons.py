@@ -22,6 +22,9 @@ from trainworks.backends.procfs import start_time
 from trainworks.slurm.conf import ClusterDef, NodeDef, PartitionDef
 from trainworks.slurm.daemons import LocalSlurm, NodeInfo, SlurmError
 
+# Starts Slurm daemons: one such module at a time across test workers (tests/conftest.py).
+pytestmark = pytest.mark.slurm_daemons
+
 PORTS = 10  # per test: slurmctld on P, slurmd on P+1..
 
 

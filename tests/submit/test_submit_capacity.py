@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainworks.jobs.capacity_label import parse_capacity_label
 from trainworks.submit.capacity import (
     Attempt,
     Backoff,
@@ -138,7 +139,7 @@ def test_ledger_label_round_trips_and_keeps_the_latest_attempts() -> None:
     ledger.attempts.append(Attempt("us-east1", 1, "stockout"))
     value = ledger.label_value(Attempt("us-central1", 1, "submitted"))
     assert value == "us-east1_stockout__us-central1_submitted"
-    assert CapacityLedger.parse_label(value) == [("us-east1", "stockout"), ("us-central1", "submitted")]
+    assert parse_capacity_label(value) == [("us-east1", "stockout"), ("us-central1", "submitted")]
     for i in range(10):
         ledger.attempts.append(Attempt(f"europe-west{i}", 1, "quota"))
     long_value = ledger.label_value(Attempt("asia-east1", 1, "submitted"))

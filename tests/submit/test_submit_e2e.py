@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from tests.support.server import PROJECT, ServerProcess
+from trainworks.code_staging.store import CodeStore
 from trainworks.submit.capacity import CapacityExhausted
 from trainworks.submit.config import RunConfig, load_run_config
 from trainworks.submit.follow import FollowSettings, FollowTimeout, JobFailed, follow_job
-from trainworks.submit.storage import CodeStore
 from trainworks.submit.submitter import LoggingEvents, submit_run
 from trainworks.submit.targets import TrainworksTarget, VertexTarget
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
+from trainworks.code_staging.store import CodeStore, StagingError
 from trainworks.submit.staging import PackageError, read_package, stage_code
-from trainworks.submit.storage import CodeStore, StagingError
 
 
 def make_package(root: Path, body: str = "VALUE = 1\n") -> Path:

@@ -32,6 +32,9 @@ from tests.support.slurm import require_slurm
 from trainworks.config import Settings
 from trainworks.slurm.daemons import LocalSlurm
 
+# Starts Slurm daemons: one such module at a time across test workers (tests/conftest.py).
+pytestmark = pytest.mark.slurm_daemons
+
 SEED = int(os.environ.get("TRAINWORKS_CHAOS_SEED") or random.SystemRandom().randrange(2**32))
 JOBS = int(os.environ.get("TRAINWORKS_CHAOS_JOBS") or 100)
 KILLS = max(10, JOBS // 10)  # spread over the custom jobs' creates: kill k once k/(KILLS+1) of them started

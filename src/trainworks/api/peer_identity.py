@@ -228,8 +228,7 @@ class JobProjects:
     def __call__(self, job_id: str) -> str | None:
         found = self._known.get(job_id)
         if found is None:
-            row = self.custom_jobs.jobs.get(int(job_id))
-            found = row.project_number if row is not None else None
+            found = self.custom_jobs.project_of(int(job_id))
             if found is not None:
                 self._known[job_id] = found
         return found

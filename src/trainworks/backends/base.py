@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from trainworks.contract.environment import JobContext
 
@@ -93,11 +93,22 @@ class GangMember:
 
 
 @dataclass(frozen=True)
+class PlacementRequest:
+    """What a gang backend decides from whether, and where, a job runs (its labels, project, location and
+    persistent resource), built from the job by the controller."""
+
+    project_number: str
+    location: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    persistent_resource_id: str | None = None
+
+
+@dataclass(frozen=True)
 class GangRequest:
     """Every replica of one attempt of a job. The backend places them and works out their addresses; the
     rest of the contract comes from `context` (replica i gets port base_port + i)."""
 
-    job: Any  # the job row: backends choose where it runs from it (labels, ...)
+    placement: PlacementRequest  # where the job runs is chosen from it, as `accepts` chose
     context: JobContext
     members: tuple[GangMember, ...]
     attempt: int
@@ -114,7 +125,7 @@ class GangBackend(Protocol):
     name: str
     capabilities: frozenset[Capability]
 
-    def accepts(self, job: Any) -> bool:
+    def accepts(self, placement: PlacementRequest) -> bool:
         """Whether this job runs here; raises commands.TaskError when the job asks for it but cannot."""
         ...
 

@@ -358,7 +358,7 @@ class WarmStartBackend:
         self.name = inner.name
         self.capabilities = inner.capabilities
 
-    def __getattr__(self, name: str) -> Any:  # container_runtime and anything else the launcher reads
+    def __getattr__(self, name: str) -> Any:  # the inner backend's own parts (its isolation, ...)
         return getattr(self.inner, name)
 
     def launch(self, request: LaunchRequest) -> ProcessHandle:

@@ -63,16 +63,8 @@ def _load_shim() -> types.ModuleType:
 
 
 _shim = _load_shim()
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    fields = data[data.rfind(")") + 2 :].split()
-    return int(fields[19]) if fields and fields[0] not in ("Z", "X") else None
+# procfs.py is standard library only: loaded by path, as the shim loads its siblings.
+_start_time = _shim._load("procfs").start_time
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:

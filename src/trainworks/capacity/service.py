@@ -11,7 +11,7 @@ from trainworks.jobs.enums import JobState
 from trainworks.kernel.errors import FieldViolation, invalid_argument
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.wire import format_timestamp, now_utc
-from trainworks.kinds.custom_jobs.store import JobStore
+from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.persistent_resources.service import job_resource_id
 from trainworks.scheduling.admission import Allocation
 from trainworks.scheduling.capacity_report import (
@@ -29,7 +29,7 @@ HOLDING_STATES = {int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_
 
 
 class CapacityService:
-    def __init__(self, jobs: JobStore, projects: Projects, inventory: Inventory) -> None:
+    def __init__(self, jobs: CustomJobService, projects: Projects, inventory: Inventory) -> None:
         self.jobs = jobs
         self.projects = projects
         self.inventory = inventory
@@ -53,7 +53,7 @@ class CapacityService:
         inventory's, so admission leaves them out, as here."""
         return [
             allocation(j.id, j.project_number, j.location, j.zone, j.spec)
-            for j in self.jobs.active()
+            for j in self.jobs.active_jobs()
             if j.state in HOLDING_STATES and j.zone and not job_resource_id(j.spec)
         ]
 

@@ -1,4 +1,5 @@
-"""`trainworks admin`: operator tools: chaos preemption of SPOT jobs (through the REST API) and API tokens.
+"""`trainworks admin`: operator tools: chaos preemption of SPOT jobs (through the REST API; the command is
+the custom jobs' own, added here by `cli.main`) and API tokens.
 
 Tokens are managed on the server's own database (`--home` / `--database-url`, as `serve` takes them), not
 through the API: whoever can read the server's state may make tokens, and no API call can mint one. The
@@ -16,9 +17,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from trainworks.config import Settings, default_home
-from trainworks.kernel.cli import FormatOpt, Options, command
+from trainworks.kernel.cli import FormatOpt
 from trainworks.kernel.render import OutputFormat, print_data, print_status
-from trainworks.kinds.custom_jobs.cli import CUSTOM_JOBS, JobArg
 from trainworks.store.database import Database
 from trainworks.tokens.rules import TokenError
 from trainworks.tokens.store import TokenStore
@@ -41,24 +41,6 @@ DatabaseOpt = Annotated[
         "--database-url", envvar="TRAINWORKS_DATABASE_URL", help="The server's database, when not SQLite."
     ),
 ]
-
-
-@command(app)
-def preempt(
-    custom_job: JobArg,
-    replica: Annotated[
-        str | None, typer.Option("--replica", help="Only this replica, e.g. workerpool1-0 (default: all).")
-    ] = None,
-    *,
-    opts: Options,
-) -> None:
-    """Preempt a running SPOT job as a Spot VM reclaim would: SIGTERM, the notice period, then a restart."""
-    name = opts.name(CUSTOM_JOBS, custom_job)
-    with opts.client() as client:
-        result = client.preempt_custom_job(name, replica)
-    opts.show(
-        result, lambda found: print_status(f"Preempted {', '.join(found.get('preempted', []))} of [{name}].")
-    )
 
 
 # ====================================================================== tokens

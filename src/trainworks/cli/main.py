@@ -10,6 +10,7 @@ from trainworks.cli.submit import submit
 from trainworks.costs.cli import costs
 from trainworks.kinds.clusters.cli import app as clusters_app
 from trainworks.kinds.custom_jobs.cli import app as custom_jobs_app
+from trainworks.kinds.custom_jobs.cli import preempt
 from trainworks.kinds.custom_jobs.tensorboard_cli import tensorboard
 from trainworks.kinds.datasets.cli import app as datasets_app
 from trainworks.kinds.models.cli import app as models_app
@@ -27,6 +28,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(persistent_resources_app, name="persistent-resources")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(datasets_app, name="datasets")
+admin_app.command("preempt")(preempt)
 app.add_typer(admin_app, name="admin")
 app.add_typer(training_pipelines_app, name="training-pipelines")
 app.command("costs")(costs)

@@ -7,15 +7,15 @@ from typing import Annotated, Any
 
 import typer
 
+from trainworks.code_staging.store import StagingError
+from trainworks.jobs.render import print_log_entry
 from trainworks.kernel.cli import Options, command
 from trainworks.kernel.render import OutputFormat, console, print_data, print_rows, print_status
-from trainworks.kinds.custom_jobs.render import print_log_entry
 from trainworks.submit.capacity import CapacityExhausted, CapacityLedger
 from trainworks.submit.config import RunConfigError, load_run_config
 from trainworks.submit.follow import FollowTimeout, JobFailed
 from trainworks.submit.plan import PlanError
 from trainworks.submit.staging import PackageError
-from trainworks.submit.storage import StagingError
 from trainworks.submit.submitter import JobHandle, submit_run
 from trainworks.submit.targets import TargetUnavailable, make_target
 

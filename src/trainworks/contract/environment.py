@@ -15,6 +15,11 @@ POOL_NAMES = ("workerpool0", "workerpool1", "workerpool2", "workerpool3")
 TF_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
 
+def task_name(pool: int, index: int) -> str:
+    """workerpool{P}-{i}: a replica's name in logs, run directories, CLUSTER_SPEC and the API."""
+    return f"{POOL_NAMES[pool]}-{index}"
+
+
 @dataclass(frozen=True)
 class ReplicaSlot:
     """One replica of a job: its pool, index within the pool, and the address reserved for it."""
@@ -26,7 +31,7 @@ class ReplicaSlot:
 
     @property
     def task_name(self) -> str:
-        return f"{POOL_NAMES[self.pool]}-{self.index}"
+        return task_name(self.pool, self.index)
 
     @property
     def address(self) -> str:

@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
+from trainworks.costs.client import CostsClient
+from trainworks.jobs.render import JOB_STATE_STYLE
 from trainworks.kernel.cli import Options, command
 from trainworks.kernel.render import Column, console, print_status, resource_id, styled, table
-from trainworks.kinds.custom_jobs.render import JOB_STATE_STYLE
 
 
 class CostsBy(StrEnum):
@@ -110,6 +111,6 @@ def costs(
 ) -> None:
     """Machine-hours and approximate cost (Spot price for SPOT jobs) of a region's jobs or resources."""
     parent = opts.parent()
-    with opts.client() as client:
+    with opts.client(CostsClient) as client:
         report = client.get_costs(parent, by=by.value, filter=filter)
     opts.show(report, print_costs_table)

@@ -3,6 +3,7 @@ readMask are kernel/listing.py's)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import ColumnElement
@@ -14,8 +15,14 @@ from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filt
 STATE_NAMES = {s.name: int(s) for s in JobState}
 
 
-def job_filter(table: Any, filter_text: str) -> ColumnElement[bool] | None:
-    """A jobs list filter (AIP-160) as SQL over a job table's columns; a bad one is INVALID_ARGUMENT."""
+def job_filter(
+    table: Any,
+    filter_text: str,
+    state_names: Mapping[str, int] = STATE_NAMES,
+    extra: Mapping[str, Any] | None = None,
+) -> ColumnElement[bool] | None:
+    """A jobs list filter (AIP-160) as SQL over a job table's columns; a bad one is INVALID_ARGUMENT.
+    `state_names`: the kind's state enum by name; `extra`: the kind's own filterable fields."""
     try:
         return compile_filter(
             filter_text,
@@ -24,8 +31,9 @@ def job_filter(table: Any, filter_text: str) -> ColumnElement[bool] | None:
                 state=table.state,
                 create_time=table.create_time,
                 labels=table.labels,
+                extra=dict(extra or {}),
             ),
-            STATE_NAMES,
+            state_names,
         )
     except FilterError as exc:
         raise invalid_argument([FieldViolation("filter", str(exc))]) from None

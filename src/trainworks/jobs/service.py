@@ -1,20 +1,23 @@
 """What the services of the three job kinds share: admitting a new job (output buckets, schedulability, its
-row), the common part of its wire form, finding one in its parent, and list pages (filter, token, readMask).
-What differs by kind (validation, the wire form's own fields, cancel and delete of pipelines) stays there."""
+row), the common part of its wire form, finding one in its parent, list pages (filter, token, readMask),
+cancel and delete (JobKindService). What differs by kind (validation, the wire form's own fields, cancel and
+delete of pipelines) stays there."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy import ColumnElement
 
+from trainworks.jobs.lifecycle import request_cancel, request_delete
 from trainworks.jobs.store import JobRows
 from trainworks.kernel import listing
 from trainworks.kernel.errors import ApiError, not_found
 from trainworks.kernel.ids import new_numeric_id
 from trainworks.kernel.names import numeric_id
+from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp
@@ -133,3 +136,46 @@ def list_jobs(
         last = rows[size - 1]
         out["nextPageToken"] = listing.page_token(last.create_time, last.id, fingerprint)
     return out
+
+
+class JobKindService(Generic[R]):
+    """find, list, cancel and delete as every job kind has them. A kind's service names itself in the class
+    attributes, sets store, projects, operations and wake, and defines `where` and `wire`."""
+
+    what: ClassVar[str]  # the kind in messages: "CustomJob"
+    collection: ClassVar[str]  # the list's field and the delete operations' resource: "customJobs"
+    name_of: ClassVar[staticmethod[[str, str, int], str]]  # a job's full name: staticmethod(custom_job_name)
+    store: JobRows[R]
+    projects: Projects
+    operations: OperationService
+    wake: Callable[[], None]
+
+    def where(self, filter_text: str) -> ColumnElement[bool] | None:
+        """The list filter (AIP-160) as SQL."""
+        raise NotImplementedError
+
+    def wire(self, row: R) -> dict[str, Any]:
+        """A job as list returns it."""
+        raise NotImplementedError
+
+    def find(self, project: str, location: str, job_id: str) -> R:
+        return find_job(self.store, self.projects, project, location, job_id, self.what, self.name_of)
+
+    def list(
+        self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
+    ) -> dict[str, Any]:
+        page = (page_size, page_token, filter_text, read_mask)
+        where, key = self.where, self.collection
+        return list_jobs(self.store, self.projects, project, location, page, where, key, self.wire)
+
+    def cancel(self, project: str, location: str, job_id: str) -> None:
+        if request_cancel(self.store, lambda: self.find(project, location, job_id), self.what, job_id):
+            self.wake()
+
+    def delete(self, project: str, location: str, job_id: str, api_version: str = "v1") -> dict[str, Any]:
+        return self._delete(self.find(project, location, job_id), job_id, api_version)
+
+    def _delete(self, row: R, job_id: str, api_version: str) -> dict[str, Any]:
+        op = request_delete(self.store, self.operations, row, self.what, job_id, self.collection, api_version)
+        self.wake()
+        return op

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, CursorResult, and_, or_, select, update
+from sqlalchemy import CursorResult, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.operation_store import EMPTY_RESPONSE, finish_in
+from trainworks.kernel.rows import NewestFirstRows
 from trainworks.kernel.wire import now_utc
 from trainworks.store.crash_points import crash_point
-from trainworks.store.database import Database
 from trainworks.store.tables import OperationRow
 
 ACTIVE_STATES = (
@@ -26,14 +25,9 @@ ACTIVE_STATES = (
 R = TypeVar("R")
 
 
-class JobRows(Generic[R]):
+class JobRows(NewestFirstRows[R]):
     """Rows of one job table (`row`: a mapped class with id, project_number, location, state, create_time,
     update_time and delete_operation_id). Every state change is a compare-and-set on the row's state."""
-
-    row: Any
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
 
     def insert(self, row: R) -> R:
         with self.db.session() as session:
@@ -52,27 +46,11 @@ class JobRows(Generic[R]):
             return None
         return found
 
-    def page(
-        self,
-        project_number: str,
-        location: str,
-        where: ColumnElement[bool] | None,
-        after: tuple[datetime, int] | None,
-        limit: int,
-    ) -> list[R]:
-        """Newest first; `after` is the (create_time, id) of the last row of the previous page."""
+    def by_label(self, key: str, value: str) -> list[R]:
+        """Jobs carrying the label key=value (those a tuning job or a pipeline created)."""
         table = self.row
-        query = select(table).where(table.project_number == project_number, table.location == location)
-        if where is not None:
-            query = query.where(where)
-        if after is not None:
-            created, job_id = after
-            query = query.where(
-                or_(table.create_time < created, and_(table.create_time == created, table.id < job_id))
-            )
-        query = query.order_by(table.create_time.desc(), table.id.desc()).limit(limit)
         with self.db.session() as session:
-            return list(session.scalars(query))
+            return list(session.scalars(select(table).where(table.labels[key].as_string() == value)))
 
     def active(self) -> list[R]:
         """Jobs not finished yet, and finished ones being deleted, oldest first."""
@@ -122,6 +100,17 @@ class JobRows(Generic[R]):
             session.add(operation)
             crash_point("delete-recording")
         return True
+
+    def remove(self, job_id: int, finish_operation: int | None = None) -> None:
+        """Remove the job and the rows it owns; complete its delete operation in the same transaction, so a
+        crash cannot leave the job gone and its operation never done."""
+        with self.db.session() as session:
+            self._remove_owned_in(session, job_id)
+            session.execute(delete(self.row).where(self.row.id == job_id))
+            self.finish_delete_in(session, finish_operation)
+
+    def _remove_owned_in(self, session: Session, job_id: int) -> None:
+        """A kind deletes the rows the job owns (replicas, trials) here, first, in the same transaction."""
 
     @staticmethod
     def finish_delete_in(session: Session, operation_id: int | None) -> None:

@@ -15,15 +15,18 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import typer
 
-from trainworks.client.rest import TERMINAL_STATES, ApiError, TrainworksClient, TrainworksConnectionError
+from trainworks.kernel.client import TERMINAL_STATES, ApiError, Client, TrainworksConnectionError
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kernel.render import OutputFormat, print_data, print_status
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
+T = TypeVar("T")
+#: The client class a command asks for: its kind's (`kinds/<kind>/client.py`), or one composed of several.
+C = TypeVar("C", bound=Client)
 
 # ====================================================================== common options
 EndpointOpt = Annotated[
@@ -63,6 +66,34 @@ WaitTimeoutOpt = Annotated[
 PollIntervalOpt = Annotated[
     float, typer.Option("--poll-interval", min=0.05, help="Longest pause between polls.")
 ]
+#: --async and --timeout of the `delete` commands that wait for the deletion.
+DeleteAsyncOpt = Annotated[bool, typer.Option("--async", help="Return without waiting for the deletion.")]
+DeleteTimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
+]
+#: --labels of the commands that create a resource (repeatable, merged).
+LabelsOpt = Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")]
+#: The list options of the job kinds (custom jobs, tuning jobs).
+JobsFilterOpt = Annotated[
+    str,
+    typer.Option("--filter", help='AIP-160 filter, e.g. state="JOB_STATE_RUNNING" AND labels.team=ml'),
+]
+JobsLimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Show at most this many jobs.")]
+JobsPageSizeOpt = Annotated[
+    int, typer.Option("--page-size", min=0, help="Jobs per request (0: server default).")
+]
+#: --display-name of the commands that create a job.
+JobDisplayNameOpt = Annotated[
+    str | None,
+    typer.Option("--display-name", help="Display name of the job (required unless in --config)."),
+]
+
+
+def name_argument(spec: NameSpec, help: str | None = None) -> Any:
+    """The argument naming one resource of `spec`'s collection: an ID, or a full name (see `parse_name`)."""
+    if help is None:
+        help = f"{spec.noun.capitalize()} ID, or full name projects/P/locations/L/{spec.collection}/ID."
+    return typer.Argument(metavar=spec.argument, help=help)
 
 
 @dataclass(frozen=True)
@@ -84,8 +115,14 @@ class Options:
         """The server's base URL (the default endpoint when --endpoint is empty)."""
         return self.endpoint or DEFAULT_ENDPOINT
 
-    def client(self) -> TrainworksClient:
-        return TrainworksClient(self.url, api_key=self.api_key)
+    def client(self, client_type: type[C]) -> C:
+        """A `client_type` for the server of these options."""
+        return client_type(self.url, api_key=self.api_key)
+
+    def call(self, client_type: type[C], request: Callable[[C], T]) -> T:
+        """What `request` returns, made on a `client_type` of its own."""
+        with self.client(client_type) as client:
+            return request(client)
 
     def location(self) -> str:
         """The --region value; a FlagError when there is none."""
@@ -250,6 +287,50 @@ def show_final(opts: Options, job: dict[str, Any], summary: Callable[[Any], None
         raise typer.Exit(1)
 
 
+def wait_for_end(
+    opts: Options,
+    client_type: type[C],
+    get: Callable[[C], dict[str, Any]],
+    what: str,
+    timeout: float | None,
+    poll_interval: float,
+    summary: Callable[[Any], None],
+    succeeded: str,
+    terminal: Iterable[str] = TERMINAL_STATES,
+    timeout_format: OutputFormat | None = None,
+) -> None:
+    """`wait`: poll the job until it ends (`poll_until_done`; on timeout its output in `timeout_format`,
+    else --format), then show it (`show_final`)."""
+    with opts.client(client_type) as client:
+        job = poll_until_done(
+            lambda: get(client), what, timeout, poll_interval, timeout_format or opts.format, terminal
+        )
+    show_final(opts, job, summary, succeeded)
+
+
+def report_submitted(
+    opts: Options,
+    job: dict[str, Any],
+    kind: str,
+    summary: Callable[[dict[str, Any]], None],
+    group: str,
+    hints: Sequence[tuple[str, str]],
+) -> None:
+    """What `create` prints: the job (json/yaml), or that it is submitted, its summary and the commands
+    `hints` name as (what for, subcommand of `group`)."""
+    if not opts.human:
+        print_data(job, opts.format)
+        return
+    name = job.get("name", "")
+    print_status(f"{kind} [{name}] is submitted successfully.")
+    summary(job)
+    lines = [
+        f"{'or ' if i else ''}{why} with:\n  trainworks {group} {sub} {name}{opts.endpoint_flag()}"
+        for i, (why, sub) in enumerate(hints)
+    ]
+    print_status("\n" + "\n".join(lines))
+
+
 def report_cancel(opts: Options, result: Any, kind: str, name: str, wait_command: str | None) -> None:
     """What `cancel` prints: the response (json/yaml), or that the request was sent and how to wait."""
     if not opts.human:
@@ -267,7 +348,8 @@ def delete_job(
     opts: Options,
     kind: str,
     name: str,
-    delete: Callable[[TrainworksClient], dict[str, Any]],
+    client_type: type[C],
+    delete: Callable[[C], dict[str, Any]],
     async_: bool,
     timeout: float,
     unfinished_fails: bool,
@@ -276,7 +358,7 @@ def delete_job(
 
     An operation that failed exits 1; one still running after the wait exits 1 when `unfinished_fails`
     (else it is reported as in progress)."""
-    with opts.client() as client:
+    with opts.client(client_type) as client:
         op = delete(client)
         if not async_ and not op.get("done"):
             if opts.human:
@@ -304,8 +386,10 @@ def delete_job(
 
 # ====================================================================== long-running operations
 @dataclass(frozen=True)
-class OperationTarget:
+class OperationTarget(Generic[C]):
     """What a resource's create/update/delete LRO is about, for `run`."""
+
+    client_type: type[C]  # the client `run` starts the operation with
 
     kind: str  # e.g. "PersistentResource"
     command: str  # its CLI group, e.g. "persistent-resources"
@@ -320,10 +404,10 @@ class OperationTarget:
         name: str,
         async_: bool,
         timeout: float,
-        start: Callable[[TrainworksClient], dict[str, Any]],
+        start: Callable[[C], dict[str, Any]],
     ) -> None:
         """Start the operation with `start`, then wait for it and report it (`report_operation`)."""
-        with opts.client() as client:
+        with opts.client(self.client_type) as client:
             report_operation(client, start(client), self, action, name, async_, timeout, opts)
 
 
@@ -331,9 +415,9 @@ _DONE_VERBS = {"create": "Created", "update": "Updated", "reboot": "Rebooted", "
 
 
 def report_operation(
-    client: TrainworksClient,
+    client: Client,
     op: dict[str, Any],
-    target: OperationTarget,
+    target: OperationTarget[Any],
     action: str,
     name: str,
     async_: bool,
@@ -390,9 +474,22 @@ def report_operation(
 
 
 # ====================================================================== operations run in the foreground
-def operation_done(client: TrainworksClient, op: dict[str, Any], timeout: float) -> dict[str, Any]:
+def operation_done(client: Client, op: dict[str, Any], timeout: float) -> dict[str, Any]:
     """The operation once done, or as it stands after `timeout` seconds."""
     return op if op.get("done") else client.wait_operation(op["name"], timeout)
+
+
+def run_operation(
+    opts: Options, client_type: type[C], start: Callable[[C], dict[str, Any]], what: str, timeout: float
+) -> dict[str, Any]:
+    """Start an operation and wait up to `timeout` for it; json/yaml print it. One that failed or is still
+    running exits 1 (`exit_unless_succeeded`, with `what` it was doing)."""
+    with opts.client(client_type) as client:
+        op = operation_done(client, start(client), timeout)
+    if not opts.human:
+        print_data(op, opts.format)
+    exit_unless_succeeded(op, what, timeout)
+    return op
 
 
 def exit_unless_succeeded(op: dict[str, Any], what: str, timeout: float) -> None:
@@ -415,8 +512,15 @@ __all__ = [
     "NO_FORMAT",
     "ApiKeyOpt",
     "AsyncOpt",
+    "DeleteAsyncOpt",
+    "DeleteTimeoutOpt",
     "EndpointOpt",
     "FormatOpt",
+    "JobDisplayNameOpt",
+    "JobsFilterOpt",
+    "JobsLimitOpt",
+    "JobsPageSizeOpt",
+    "LabelsOpt",
     "OperationTarget",
     "OperationTimeoutOpt",
     "Options",
@@ -428,11 +532,15 @@ __all__ = [
     "delete_job",
     "exit_unless_succeeded",
     "handle_errors",
+    "name_argument",
     "operation_done",
     "page_size_for",
     "poll_until_done",
     "report_cancel",
     "report_operation",
+    "report_submitted",
+    "run_operation",
     "show_final",
     "take",
+    "wait_for_end",
 ]

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from trainworks.kernel.operation_store import Abort, OperationStore, finish_in
+from trainworks.kernel.rows import in_location
 from trainworks.kernel.wire import now_utc
 from trainworks.store.crash_points import crash_point
 from trainworks.store.database import Database
@@ -77,9 +78,7 @@ class LroResourceStore(Generic[RowT]):
     def page(self, project_number: str, location: str, after_id: str | None, limit: int) -> list[RowT]:
         """In ID order; `after_id` is the last ID of the previous page."""
         resource_id = self._column(self.id_column)
-        query = select(self.row_type).where(
-            self._column("project_number") == project_number, self._column("location") == location
-        )
+        query = in_location(self.row_type, project_number, location, None)
         if after_id is not None:
             query = query.where(resource_id > after_id)
         with self.db.session() as session:

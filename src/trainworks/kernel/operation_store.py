@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, select, update
+from sqlalchemy import CursorResult, delete, update
 from sqlalchemy.orm import Session
 
+from trainworks.kernel.rows import in_location
 from trainworks.kernel.wire import now_utc
 from trainworks.store.database import Database
 from trainworks.store.tables import OperationRow
@@ -32,11 +33,8 @@ class OperationStore:
     def page(
         self, project_number: str, location: str, resource: str | None, after_id: int | None, limit: int
     ) -> list[OperationRow]:
-        query = select(OperationRow).where(
-            OperationRow.project_number == project_number, OperationRow.location == location
-        )
-        if resource is not None:
-            query = query.where(OperationRow.resource == resource)
+        of_resource = None if resource is None else OperationRow.resource == resource
+        query = in_location(OperationRow, project_number, location, of_resource)
         if after_id is not None:
             query = query.where(OperationRow.id < after_id)
         query = query.order_by(OperationRow.id.desc()).limit(limit)

@@ -69,18 +69,9 @@ class OperationService:
         self.store = store
         self.projects = projects
 
-    def create(
-        self,
-        project_number: str,
-        location: str,
-        resource: str,
-        kind: str,
-        metadata_type: str,
-        api_version: str = "v1",
-    ) -> OperationRow:
-        return self.store.insert(
-            self.build(project_number, location, resource, kind, metadata_type, api_version)
-        )
+    def create(self, *fields: str) -> OperationRow:
+        """Build (from the same positional fields) and store a new operation."""
+        return self.store.insert(self.build(*fields))
 
     @staticmethod
     def build(

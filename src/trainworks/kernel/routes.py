@@ -125,6 +125,48 @@ def verb(
     return Method(http, name, call, args, on_resource=on_resource, verb=verb, ignore_body=ignore_body)
 
 
+Args = tuple[Argument, ...]
+
+
+def _standard(service: type[S], name: str) -> Call[S]:
+    # The service class's method of the standard name, unbound: a missing one fails at import.
+    call: Call[S] = getattr(service, name)
+    return call
+
+
+def job_methods(service: type[S]) -> list[Method[S]]:
+    """A job collection's methods: create (synchronous), list, get, cancel, and delete (an LRO)."""
+    return [
+        create(_standard(service, "create"), BODY),
+        list_(_standard(service, "list"), *LIST),
+        get(_standard(service, "get")),
+        cancel(_standard(service, "cancel")),
+        delete(_standard(service, "delete"), API_VERSION),
+    ]
+
+
+def lro_methods(
+    service: type[S],
+    *,
+    create_args: Args,
+    list_args: Args,
+    update_args: Args,
+    delete_args: Args,
+    get_args: Args = (),
+    verbs: Sequence[Method[S]] = (),
+) -> list[Method[S]]:
+    """The methods of a collection whose changes are LROs: create, list, get, update, its custom verbs,
+    then delete, each with the arguments the kind's service takes."""
+    return [
+        create(_standard(service, "create"), *create_args),
+        list_(_standard(service, "list"), *list_args),
+        get(_standard(service, "get"), *get_args),
+        update(_standard(service, "update"), *update_args),
+        *verbs,
+        delete(_standard(service, "delete"), *delete_args),
+    ]
+
+
 @dataclass(frozen=True)
 class Collection(Generic[S]):
     segment: str  # customJobs

@@ -8,12 +8,22 @@ RFC 3339 timestamps with ``Z``, default values omitted.
 from __future__ import annotations
 
 import enum
+import math
 import re
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    StrictBool,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 
@@ -39,6 +49,36 @@ class WireModel(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """Canonical proto3 JSON as a dict (defaults omitted)."""
         return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+
+W = TypeVar("W", bound=WireModel)
+
+
+def without_fields(
+    model: W, fields: Collection[str], in_items: Mapping[str, Collection[str]] | None = None
+) -> W:
+    """`model` re-parsed from the fields its sender set, less `fields` (output-only fields sent on input
+    are ignored, as the service does); `in_items` names list fields whose messages lose fields too."""
+    kept: dict[str, Any] = {k: getattr(model, k) for k in model.model_fields_set if k not in fields}
+    for name, item_fields in (in_items or {}).items():
+        if name in kept:
+            kept[name] = [without_fields(item, item_fields) for item in kept[name]]
+    return type(model).model_validate(kept)
+
+
+def check_oneof(model: WireModel, names: Sequence[str], group: str) -> None:
+    """Rejects a message with two members of one `oneof` set (a message member set to `{}` counts as set), as
+    the proto JSON parser does; call it from a `model_validator(mode="after")`."""
+    present = [name for name in names if getattr(model, name) is not None]
+    if len(present) > 1:
+        fields = type(model).model_fields
+        shown = ", ".join(fields[name].alias or name for name in present)
+        raise ValueError(f"only one field of the oneof {group!r} may be set, got {shown}")
+
+
+# ---------------------------------------------------------------- bool
+# The proto JSON parser takes only `true`/`false` for a bool: no "true" strings, no 0/1.
+Bool = StrictBool
 
 
 # ---------------------------------------------------------------- int64
@@ -83,6 +123,47 @@ Int64 = Annotated[
 Int32 = Annotated[int, BeforeValidator(_parse_int32)]
 
 
+# ---------------------------------------------------------------- double
+_JSON_NUMBER = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+_SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _parse_double(value: Any) -> float:
+    """A proto `double`: a JSON number, or a string holding one, or "NaN", "Infinity", "-Infinity"."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text in _SPECIAL_DOUBLES:
+            return _SPECIAL_DOUBLES[text]
+        if _JSON_NUMBER.match(text):
+            result = float(text)
+            if math.isinf(result):
+                raise ValueError(f"number {value!r} is out of the double range")
+            return result
+        raise ValueError(f"expected a number, got {value!r}")
+    raise ValueError("expected a number")
+
+
+def _format_double(value: float) -> float | str:
+    """Canonical proto3 JSON: non-finite values are the strings "NaN", "Infinity" and "-Infinity"."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float(value)
+
+
+Double = Annotated[
+    float,
+    BeforeValidator(_parse_double),
+    PlainSerializer(_format_double, when_used="json"),
+    WithJsonSchema({"type": "number"}),
+]
+
+
 # ---------------------------------------------------------------- Duration
 _DURATION_RE = re.compile(r"^(-)?(\d+)(?:\.(\d{1,9}))?s$")
 _MAX_DURATION_SECONDS = 315_576_000_000
@@ -119,18 +200,23 @@ def parse_duration(value: Any) -> timedelta:
     return precise
 
 
+def _fraction(nanos: int) -> str:
+    """Fractional seconds as protobuf prints them: none, or 3, 6 or 9 digits."""
+    if nanos == 0:
+        return ""
+    if nanos % 1_000_000 == 0:
+        return f".{nanos // 1_000_000:03d}"
+    if nanos % 1000 == 0:
+        return f".{nanos // 1000:06d}"
+    return f".{nanos:09d}"
+
+
 def format_duration(value: timedelta) -> str:
     """Canonical proto3 JSON: 0, 3, 6 or 9 fractional digits, as protobuf prints it."""
     total_ns = (value // timedelta(microseconds=1)) * 1000 + getattr(value, "sub_micro_nanos", 0)
     sign = "-" if total_ns < 0 else ""
     seconds, nanos = divmod(abs(total_ns), 1_000_000_000)
-    if nanos == 0:
-        return f"{sign}{seconds}s"
-    if nanos % 1_000_000 == 0:
-        return f"{sign}{seconds}.{nanos // 1_000_000:03d}s"
-    if nanos % 1000 == 0:
-        return f"{sign}{seconds}.{nanos // 1000:06d}s"
-    return f"{sign}{seconds}.{nanos:09d}s"
+    return f"{sign}{seconds}{_fraction(nanos)}s"
 
 
 Duration = Annotated[
@@ -165,12 +251,7 @@ def format_timestamp(value: datetime) -> str:
     value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     # Four-digit year as RFC 3339 requires: strftime's %Y does not pad years before 1000.
     base = f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S")
-    micros = value.microsecond
-    if micros == 0:
-        return base + "Z"
-    if micros % 1000 == 0:
-        return f"{base}.{micros // 1000:03d}Z"
-    return f"{base}.{micros:06d}Z"
+    return f"{base}{_fraction(value.microsecond * 1000)}Z"
 
 
 Timestamp = Annotated[

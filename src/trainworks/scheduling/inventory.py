@@ -51,7 +51,7 @@ from typing import Any
 import yaml
 
 from trainworks.catalog import machines as catalog
-from trainworks.jobs.enums import AcceleratorType
+from trainworks.catalog.accelerators import AcceleratorType
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
@@ -266,6 +266,23 @@ class _Parser:
             raise self.error(where, f"{what} must be >= 0, got {value}")
         return value
 
+    def flag(self, spec: dict[str, Any], key: str, where: str) -> bool:
+        """The true/false `key` of `spec`; false when absent."""
+        value = spec.get(key, False)
+        if not isinstance(value, bool):
+            raise self.error(f"{where}.{key}", f"must be true or false, got {_kind(value)}")
+        return value
+
+    def elastic(self, spec: dict[str, Any], where: str, listed: str, meaning: str) -> bool:
+        """Whether `spec` sets `elastic: true`, which stands instead of its `listed` key (`meaning`: what
+        elastic means there): exactly one of the two."""
+        elastic = self.flag(spec, "elastic", where)
+        if elastic and listed in spec:
+            raise self.error(where, f"{meaning}; remove '{listed}' or 'elastic'")
+        if not elastic and listed not in spec:
+            raise self.error(where, f"missing key '{listed}' (or set 'elastic: true')")
+        return elastic
+
     def inventory(self, raw: Any) -> Inventory:
         top = self.mapping(raw, "", _TOP_KEYS)
         if "regions" not in top:
@@ -301,18 +318,9 @@ class _Parser:
 
     def region(self, name: str, raw: Any, where: str) -> Region:
         spec = self.mapping({} if raw is None else raw, where, _REGION_KEYS)
-        elastic = spec.get("elastic", False)
-        if not isinstance(elastic, bool):
-            raise self.error(f"{where}.elastic", f"must be true or false, got {_kind(elastic)}")
-        if elastic:
-            if "zones" in spec:
-                raise self.error(
-                    where, "an elastic region has one implicit zone; remove 'zones' or 'elastic'"
-                )
+        if self.elastic(spec, where, "zones", "an elastic region has one implicit zone"):
             zones: tuple[Zone, ...] = (Zone(f"{name}-a", None),)
         else:
-            if "zones" not in spec:
-                raise self.error(where, "missing key 'zones' (or set 'elastic: true')")
             zones_raw = self.mapping(spec["zones"], f"{where}.zones")
             if not zones_raw:
                 raise self.error(f"{where}.zones", "must list at least one zone")
@@ -343,9 +351,7 @@ class _Parser:
                 f"is the expected preemptions per replica-hour and must not be negative, got {rate}",
             )
 
-        stockout = spec.get("stockout", False)
-        if not isinstance(stockout, bool):
-            raise self.error(f"{where}.stockout", f"must be true or false, got {_kind(stockout)}")
+        stockout = self.flag(spec, "stockout", where)
 
         reservations = self.reservations(spec.get("reservations"), zones, f"{where}.reservations")
 
@@ -461,9 +467,7 @@ class _Parser:
                     f"must be a project ID or number, got {_kind(project)} {project!r}",
                 )
 
-        specific_only = spec.get("specific_only", False)
-        if not isinstance(specific_only, bool):
-            raise self.error(f"{where}.specific_only", f"must be true or false, got {_kind(specific_only)}")
+        specific_only = self.flag(spec, "specific_only", where)
 
         return Reservation(
             name=name,
@@ -478,17 +482,8 @@ class _Parser:
 
     def zone(self, name: str, raw: Any, where: str) -> Zone:
         spec = self.mapping({} if raw is None else raw, where, _ZONE_KEYS)
-        elastic = spec.get("elastic", False)
-        if not isinstance(elastic, bool):
-            raise self.error(f"{where}.elastic", f"must be true or false, got {_kind(elastic)}")
-        if elastic:
-            if "machines" in spec:
-                raise self.error(
-                    where, "an elastic zone has unlimited machines; remove 'machines' or 'elastic'"
-                )
+        if self.elastic(spec, where, "machines", "an elastic zone has unlimited machines"):
             return Zone(name, None)
-        if "machines" not in spec:
-            raise self.error(where, "missing key 'machines' (or set 'elastic: true')")
         machines: dict[str, int] = {}
         for machine, count in self.mapping(spec["machines"], f"{where}.machines").items():
             path = f"{where}.machines.{machine}"

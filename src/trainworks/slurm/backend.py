@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainworks.backends.base import (
     BackendUnavailable,
@@ -29,6 +29,7 @@ from trainworks.backends.base import (
     GangRequest,
     LaunchError,
     Phase,
+    PlacementRequest,
     ReplicaStatus,
 )
 from trainworks.backends.commands import TaskError
@@ -43,9 +44,6 @@ from trainworks.slurm.jobs import (
     find,
 )
 from trainworks.slurm.task import MANIFEST_VERSION
-
-if TYPE_CHECKING:
-    from trainworks.store.tables import CustomJobRow
 
 EXECUTOR_LABEL = "trainworks-executor"  # "slurm" or "local": overrides the server's default executor
 CLUSTER_LABEL = "trainworks-cluster"  # a training cluster's id: resolved by the clusters' own resolver
@@ -69,18 +67,18 @@ class SlurmTarget:
     partition: str | None = None
 
 
-# (job row) → its Slurm target, or None when this resolver has no say; may raise TaskError for a job that
-# asks for something that does not exist (an unknown training cluster).
-SlurmTargets = Callable[["CustomJobRow"], SlurmTarget | None]
+# (job's placement) → its Slurm target, or None when this resolver has no say; may raise TaskError for a job
+# that asks for something that does not exist (an unknown training cluster).
+SlurmTargets = Callable[[PlacementRequest], SlurmTarget | None]
 
 
 def server_targets(conf: Path | None, partition: str | None, default_executor: str = "local") -> SlurmTargets:
     """The server's own cluster: for every job with `--executor slurm`, else for jobs labelled for it. A job
     on a persistent resource stays on the resource's own machines unless its label says otherwise."""
 
-    def resolve(job: CustomJobRow) -> SlurmTarget | None:
-        labelled = (job.labels or {}).get(EXECUTOR_LABEL)
-        if labelled is None and job.spec["jobSpec"].get("persistentResourceId"):
+    def resolve(job: PlacementRequest) -> SlurmTarget | None:
+        labelled = job.labels.get(EXECUTOR_LABEL)
+        if labelled is None and job.persistent_resource_id:
             return None
         if (labelled or default_executor) != "slurm" or conf is None:
             return None
@@ -183,17 +181,17 @@ class SlurmBackend:
         else:
             self.resolvers.append(resolver)
 
-    def target(self, job: CustomJobRow) -> SlurmTarget | None:
+    def target(self, placement: PlacementRequest) -> SlurmTarget | None:
         for resolve in self.resolvers:
-            found = resolve(job)
+            found = resolve(placement)
             if found is not None:
                 return found
         return None
 
-    def accepts(self, job: CustomJobRow) -> bool:
-        if self.target(job) is not None:
+    def accepts(self, placement: PlacementRequest) -> bool:
+        if self.target(placement) is not None:
             return True
-        if (job.labels or {}).get(EXECUTOR_LABEL) == "slurm":
+        if placement.labels.get(EXECUTOR_LABEL) == "slurm":
             raise TaskError(
                 f"the job is labelled {EXECUTOR_LABEL}: slurm, but this server has no Slurm cluster "
                 "(start it with --slurm-conf)"
@@ -228,7 +226,7 @@ class SlurmBackend:
 
     def _target_of(self, request: GangRequest) -> SlurmTarget:
         try:
-            target = self.target(request.job)
+            target = self.target(request.placement)
         except TaskError as exc:
             raise LaunchError(str(exc)) from exc
         if target is None:

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -180,22 +180,23 @@ def row_matches_file(row: sqlite3.Row, st: os.stat_result) -> bool:
     return (row["ino"], row["size"], row["mtime_ns"]) == file_signature(st)
 
 
+# The columns that hold JSON text; each other column is a field's value as it is.
+_JSON_COLUMNS = frozenset({"metadata", "fixed", "labels"})
+_OBJECT_FIELDS = tuple(f.name for f in fields(ObjectInfo))
+_BUCKET_FIELDS = tuple(f.name for f in fields(BucketInfo))
+
+
+def _row_fields(row: sqlite3.Row, names: tuple[str, ...], **given: Any) -> dict[str, Any]:
+    """The dataclass fields `names` read from the columns of the same names (`given` ones are not read)."""
+    return {
+        name: given[name] if name in given else json.loads(row[name]) if name in _JSON_COLUMNS else row[name]
+        for name in names
+    }
+
+
 def row_info(row: sqlite3.Row, size: int | None = None) -> ObjectInfo:
     """The object a row describes; `size` stands in for the row's (0 for a folder marker)."""
-    return ObjectInfo(
-        bucket=row["bucket"],
-        name=row["name"],
-        size=row["size"] if size is None else size,
-        generation=row["generation"],
-        metageneration=row["metageneration"],
-        content_type=row["content_type"],
-        created_ns=row["created_ns"],
-        updated_ns=row["updated_ns"],
-        crc32c=row["crc32c"],
-        md5=row["md5"],
-        metadata=json.loads(row["metadata"]),
-        fixed=json.loads(row["fixed"]),
-    )
+    return ObjectInfo(**_row_fields(row, _OBJECT_FIELDS, **({} if size is None else {"size": size})))
 
 
 def row_values(info: ObjectInfo, st: os.stat_result) -> dict[str, Any]:
@@ -212,13 +213,4 @@ def row_values(info: ObjectInfo, st: os.stat_result) -> dict[str, Any]:
 
 
 def bucket_info(row: sqlite3.Row) -> BucketInfo:
-    return BucketInfo(
-        name=row["name"],
-        created_ns=row["created_ns"],
-        updated_ns=row["updated_ns"],
-        location=row["location"],
-        storage_class=row["storage_class"],
-        metageneration=row["metageneration"],
-        project_number=row["project_number"],
-        labels=json.loads(row["labels"]),
-    )
+    return BucketInfo(**_row_fields(row, _BUCKET_FIELDS))

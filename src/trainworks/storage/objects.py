@@ -650,18 +650,6 @@ class ObjectService:
         return moved
 
     # ------------------------------------------------------------ resumable sessions
-    def start_session(
-        self,
-        bucket: str,
-        name: str,
-        meta: NewObject,
-        cond: Preconditions,
-        expected: Expected,
-        total: int | None,
-    ) -> str:
-        self.check_writable(bucket, name, cond)
-        return self.uploads.start(bucket, name, meta, cond, expected, total)
-
     def session(self, upload_id: str) -> UploadSession:
         return self.uploads.session(upload_id)
 

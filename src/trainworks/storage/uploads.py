@@ -2,8 +2,8 @@
 
 Both live in `<home>/uploads`. A resumable session keeps its state in `<id>.json` and the bytes received so
 far in `<id>.data`, so it survives a server restart; a request works on it under a lock on its state file.
-Its last chunk hands the bytes to the object service (SessionObjects), which checks the preconditions and
-renames them into place. Sessions expire after a week, as Cloud Storage's do.
+Its last chunk hands the bytes to the object service (ObjectService.install), which checks the preconditions
+and renames them into place. Sessions expire after a week, as Cloud Storage's do.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from trainworks.storage.object_model import (
     Expected,
@@ -30,32 +30,18 @@ from trainworks.storage.object_model import (
     hash_file,
 )
 
+if TYPE_CHECKING:  # objects.py builds the Uploads at run time: the type only, against the cycle
+    from trainworks.storage.objects import ObjectService
+
 SESSION_TTL_SECONDS = 7 * 24 * 3600  # Cloud Storage expires resumable sessions after a week
 TEMP_TTL_SECONDS = 24 * 3600  # a one-request upload's temp file this old was left by a crash
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 
-class SessionObjects(Protocol):
-    """What a session needs of the object service (ObjectService): to install its bytes and read them back."""
-
-    def install(
-        self,
-        bucket: str,
-        name: str,
-        source: Path,
-        meta: NewObject,
-        cond: Preconditions,
-        crc: str,
-        md5: str,
-    ) -> ObjectInfo: ...
-
-    def get_object(self, bucket: str, name: str) -> ObjectInfo: ...
-
-
 class Uploads:
     """The uploads directory: starts and finds resumable sessions, names temp files, prunes the stale."""
 
-    def __init__(self, directory: Path, objects: SessionObjects) -> None:
+    def __init__(self, directory: Path, objects: ObjectService) -> None:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         self.objects = objects
@@ -73,7 +59,8 @@ class Uploads:
         expected: Expected,
         total: int | None,
     ) -> str:
-        """A new session for an object the caller has checked it can write; its upload id."""
+        """A new session for an object the caller may write (checked first); its upload id."""
+        self.objects.check_writable(bucket, name, cond)
         self.prune()
         upload_id = secrets.token_urlsafe(24)
         state = {
@@ -116,7 +103,7 @@ class UploadSession:
     """One resumable upload: state in <id>.json, bytes so far in <id>.data; held under a file lock."""
 
     def __init__(
-        self, objects: SessionObjects, directory: Path, upload_id: str, state: dict[str, Any]
+        self, objects: ObjectService, directory: Path, upload_id: str, state: dict[str, Any]
     ) -> None:
         self.objects = objects
         self.id = upload_id

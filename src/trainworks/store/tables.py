@@ -140,50 +140,73 @@ class OperationRow(Base):
     __table_args__ = (Index("ix_operations_parent", "project_number", "location", "resource"),)
 
 
-class PersistentResourceRow(Base):
-    """A PersistentResource; its ID is client-chosen and unique within a project and location."""
+# Where an LRO resource table's own columns sit among LroResourceColumns' (mapped_column sort_order, as for
+# the job tables): the tables keep the column order their migrations created.
+LRO_KEY_ORDER = -5  # project_number, location
+LRO_ID_ORDER = -4  # the table's resource ID column
+LRO_HEADER_ORDER = -3  # uid, display_name, state
+LRO_BEFORE_SPEC = -2  # a table's own columns between state and spec
+LRO_SPEC_ORDER = -1  # spec, labels
+# (0: a table's own columns between labels and error)
+LRO_ERROR_ORDER = 1  # error, operation_id
+LRO_BEFORE_TIMES = 2  # a table's own columns between operation_id and create_time
+LRO_TIMES_ORDER = 3  # create_time, update_time, start_time
+
+
+class LroResourceColumns:
+    """The columns of a resource with a client-chosen ID whose changes are LROs (kernel/lro_store.py):
+    persistent resources and training clusters; and its index of the rows by state."""
+
+    project_number: Mapped[str] = mapped_column(String(20), primary_key=True, sort_order=LRO_KEY_ORDER)
+    location: Mapped[str] = mapped_column(String(64), primary_key=True, sort_order=LRO_KEY_ORDER)
+    # Names this incarnation of the ID (a deleted and re-created resource gets a new one): billing spans.
+    uid: Mapped[int] = mapped_column(BigInteger, nullable=False, unique=True, sort_order=LRO_HEADER_ORDER)
+    display_name: Mapped[str] = mapped_column(String(512), nullable=False, sort_order=LRO_HEADER_ORDER)
+    state: Mapped[int] = mapped_column(Integer, nullable=False, sort_order=LRO_HEADER_ORDER)
+    # The user-settable part as canonical proto JSON (each table's docstring says how it is filled in).
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, sort_order=LRO_SPEC_ORDER)
+    labels: Mapped[dict[str, str]] = mapped_column(
+        JSON, nullable=False, default=dict, sort_order=LRO_SPEC_ORDER
+    )
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, sort_order=LRO_ERROR_ORDER)
+    # The LRO of the transition in progress (create, update, reboot or delete).
+    operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, sort_order=LRO_ERROR_ORDER)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, sort_order=LRO_TIMES_ORDER)
+    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, sort_order=LRO_TIMES_ORDER)
+    start_time: Mapped[datetime | None] = mapped_column(
+        UTCDateTime, nullable=True, sort_order=LRO_TIMES_ORDER
+    )
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Index, ...]:
+        return (Index(f"ix_{cls.__tablename__}_state", "state"),)  # type: ignore[attr-defined]
+
+
+class PersistentResourceRow(LroResourceColumns, Base):
+    """A PersistentResource; its ID is client-chosen and unique within a project and location. Its spec has
+    the pools with their ids and replicaCount filled in."""
 
     __tablename__ = "persistent_resources"
 
-    project_number: Mapped[str] = mapped_column(String(20), primary_key=True)
-    location: Mapped[str] = mapped_column(String(64), primary_key=True)
-    resource_id: Mapped[str] = mapped_column(String(63), primary_key=True)
-    # Names this incarnation of the ID (a deleted and re-created resource gets a new one): billing spans.
-    uid: Mapped[int] = mapped_column(BigInteger, nullable=False, unique=True)
-    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
-    state: Mapped[int] = mapped_column(Integer, nullable=False)
-    # The user-settable part as canonical proto JSON, pools with their ids and replicaCount filled in.
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
-    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    resource_id: Mapped[str] = mapped_column(String(63), primary_key=True, sort_order=LRO_ID_ORDER)
     # An accepted update the controller has still to apply (state UPDATING).
     pending_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # The LRO of the transition in progress (create, update, reboot or delete).
-    operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # Epoch of the warm state (pre-started interpreters): a reboot bumps it, so older ones are dropped.
-    generation: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
-    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-
-    __table_args__ = (Index("ix_persistent_resources_state", "state"),)
+    generation: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0", sort_order=LRO_BEFORE_TIMES
+    )
 
 
-class ClusterRow(Base):
-    """A ModelDevelopmentCluster (training cluster) and what the controller realized of it on Slurm."""
+class ClusterRow(LroResourceColumns, Base):
+    """A ModelDevelopmentCluster (training cluster) and what the controller realized of it on Slurm. Its spec
+    is as reported (nodeImage empty until an update sets it)."""
 
     __tablename__ = "model_development_clusters"
 
-    project_number: Mapped[str] = mapped_column(String(20), primary_key=True)
-    location: Mapped[str] = mapped_column(String(64), primary_key=True)
-    cluster_id: Mapped[str] = mapped_column(String(10), primary_key=True)
-    uid: Mapped[int] = mapped_column(BigInteger, nullable=False, unique=True)
-    display_name: Mapped[str] = mapped_column(String(512), nullable=False)
-    state: Mapped[int] = mapped_column(Integer, nullable=False)
-    detail: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
-    # The user-settable part as canonical proto JSON, as reported (nodeImage empty until an update sets it).
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
-    labels: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False, default=dict)
+    cluster_id: Mapped[str] = mapped_column(String(10), primary_key=True, sort_order=LRO_ID_ORDER)
+    detail: Mapped[str] = mapped_column(
+        Text, nullable=False, default="", server_default="", sort_order=LRO_BEFORE_SPEC
+    )
     # An accepted update the controller has still to apply (state UPDATING): {"spec", "realized"}.
     pending: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # Service-side state: the image each pool runs, the service scripts release, ... (never on the wire).
@@ -192,13 +215,6 @@ class ClusterRow(Base):
     events: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False, default=list)
     # First of the block of loopback ports its Slurm daemons listen on.
     slurm_port: Mapped[int] = mapped_column(Integer, nullable=False, unique=True)
-    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    operation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    update_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
-    start_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-
-    __table_args__ = (Index("ix_model_development_clusters_state", "state"),)
 
 
 class PersistentResourceSpanRow(Base):

@@ -6,16 +6,14 @@ Every preflight answer and every attempt lands in a :class:`CapacityLedger`, whi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-T = TypeVar("T")
+from trainworks.jobs.capacity_label import capacity_label
 
-#: The job label that carries the walk's attempts (the whole ledger is staged beside the run's config).
-LEDGER_LABEL = "trainworks-capacity"
+T = TypeVar("T")
 
 
 class Policy(StrEnum):
@@ -96,29 +94,9 @@ class CapacityLedger:
         }
 
     def label_value(self, pending: Attempt | None = None) -> str:
-        """The attempts as one label value (`us-east1_stockout__us-central1_submitted`), cut to 63 characters
-        from the front so the latest attempts stay; the whole ledger is staged beside the run's config."""
+        """The attempts as the job's capacity label; the whole ledger is staged beside the run's config."""
         attempts = [*self.attempts, *([pending] if pending else [])]
-        parts = [f"{_label_safe(a.region)}_{a.outcome}" for a in attempts]
-        text = "__".join(parts)
-        while len(text) > 63 and len(parts) > 1:
-            parts = parts[1:]
-            text = "__".join(["more", *parts])
-        return text[:63]
-
-    @staticmethod
-    def parse_label(value: str) -> list[tuple[str, str]]:
-        """(region, outcome) pairs back from :meth:`label_value`."""
-        out = []
-        for part in value.split("__"):
-            region, _, outcome = part.rpartition("_")
-            if region:
-                out.append((region, outcome))
-        return out
-
-
-def _label_safe(text: str) -> str:
-    return re.sub(r"[^a-z0-9-]", "-", text.lower())
+        return capacity_label([(a.region, a.outcome) for a in attempts])
 
 
 @dataclass(frozen=True)

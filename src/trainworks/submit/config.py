@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from trainworks.catalog import machines
+from trainworks.kernel.flags import duration_seconds
 from trainworks.storage.gcs import StoragePathError, parse_gcs_uri
 
 # Short GPU names accepted in `hardware.gpu_type`, and the AcceleratorType enum names they stand for.
@@ -64,8 +65,6 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REGION = re.compile(r"^[a-z]+(-[a-z]+)+[0-9]+$")
 _PROJECT = re.compile(r"^[a-z0-9][a-z0-9.:-]{0,62}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([dhms])")
-_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
 
 class RunConfigError(ValueError):
@@ -111,18 +110,10 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str):
-        text = value.strip().lower()
-        if re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", text):
-            seconds = float(text)
-        else:
-            pos, seconds = 0, 0.0
-            for match in _DURATION_PART.finditer(text):
-                if match.start() != pos:
-                    break
-                seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-                pos = match.end()
-            if not text or pos != len(text):
-                raise ValueError(f"{value!r} is not a duration; use e.g. 600, 600s, 10m, 1h or 1h30m")
+        parsed = duration_seconds(value, ascii_digits=True)
+        if parsed is None:
+            raise ValueError(f"{value!r} is not a duration; use e.g. 600, 600s, 10m, 1h or 1h30m")
+        seconds = parsed
     else:
         raise ValueError("must be a duration such as 600, 600s, 10m or 1h")
     if seconds < 0:

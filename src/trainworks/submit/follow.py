@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainworks.client.rest import TERMINAL_STATES
+from trainworks.client import TERMINAL_STATES
 from trainworks.submit.targets import JobTarget
 
 FAILED_STATES = frozenset({"JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"})

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainworks.submit.sources import SourceFile, content_digest, read_sources
-from trainworks.submit.storage import CodeStore, Progress
+from trainworks.code_staging.sources import SourceFile, content_digest, read_sources
+from trainworks.code_staging.store import CodeStore, Progress
 
 #: Every entry gets this timestamp, so the zip's bytes depend on the content only (zip's epoch is 1980).
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import yaml
 
-from trainworks.client.rest import ApiError
+from trainworks.client import ApiError
+from trainworks.jobs.capacity_label import LEDGER_LABEL
 from trainworks.submit import staging
 from trainworks.submit.capacity import (
-    LEDGER_LABEL,
     Attempt,
     Backoff,
     CapacityLedger,

@@ -12,9 +12,9 @@ import os
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from trainworks.client.rest import ApiError, TrainworksClient
+from trainworks.client import ApiError, TrainworksClient
+from trainworks.code_staging.store import CodeStore
 from trainworks.submit.capacity import CapacityProblem, Preflight
-from trainworks.submit.storage import CodeStore
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 

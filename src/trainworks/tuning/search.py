@@ -276,31 +276,8 @@ def _better(a: float, b: float, maximize: bool) -> bool:
     return a > b if maximize else a < b
 
 
-class MedianStoppingRule(BasePruner):
-    """Vertex's median automated stopping rule (see the module docstring)."""
-
-    def __init__(self, min_completed_trials: int = DEFAULT_MIN_COMPLETED_TRIALS) -> None:
-        self.min_completed_trials = min_completed_trials
-
-    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        own = _finite_values(trial)
-        if not own:
-            return False
-        step = own[-1][0]
-        maximize = study.direction == StudyDirection.MAXIMIZE
-        best_own = max(v for _, v in own) if maximize else min(v for _, v in own)
-        performances = []
-        for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            upto = [v for s, v in _finite_values(other) if s <= step]
-            if upto:
-                performances.append(sum(upto) / len(upto))
-        if len(performances) < self.min_completed_trials:
-            return False
-        return _better(statistics.median(performances), best_own, maximize)
-
-
-class DecayCurveStoppingRule(BasePruner):
-    """Optimistic tail-gain extrapolation, standing in for Vertex's decay-curve rule (module docstring)."""
+class _ComparingRule(BasePruner):
+    """A stopping rule that compares a trial with the completed ones, once there are enough of them."""
 
     def __init__(self, min_completed_trials: int = DEFAULT_MIN_COMPLETED_TRIALS) -> None:
         self.min_completed_trials = min_completed_trials
@@ -312,14 +289,45 @@ class DecayCurveStoppingRule(BasePruner):
         step = own[-1][0]
         maximize = study.direction == StudyDirection.MAXIMIZE
         pick = max if maximize else min
-        best_own = pick(v for _, v in own)
+        completed = [
+            (other, [v for s, v in _finite_values(other) if s <= step])
+            for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        ]
+        return self._stops(pick(v for _, v in own), maximize, completed)
+
+    def _stops(
+        self, best_own: float, maximize: bool, completed: list[tuple[FrozenTrial, list[float]]]
+    ) -> bool:
+        """Whether a trial whose best finite value so far is `best_own` stops, given each completed trial
+        with its finite intermediate values up to the trial's last step."""
+        raise NotImplementedError
+
+
+class MedianStoppingRule(_ComparingRule):
+    """Vertex's median automated stopping rule (see the module docstring)."""
+
+    def _stops(
+        self, best_own: float, maximize: bool, completed: list[tuple[FrozenTrial, list[float]]]
+    ) -> bool:
+        performances = [sum(upto) / len(upto) for _, upto in completed if upto]
+        if len(performances) < self.min_completed_trials:
+            return False
+        return _better(statistics.median(performances), best_own, maximize)
+
+
+class DecayCurveStoppingRule(_ComparingRule):
+    """Optimistic tail-gain extrapolation, standing in for Vertex's decay-curve rule (module docstring)."""
+
+    def _stops(
+        self, best_own: float, maximize: bool, completed: list[tuple[FrozenTrial, list[float]]]
+    ) -> bool:
+        pick = max if maximize else min
         gains = []
         finals = []
-        for other in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        for other, upto in completed:
             if other.value is None or not math.isfinite(other.value):
                 continue
             finals.append(other.value)
-            upto = [v for s, v in _finite_values(other) if s <= step]
             if upto:
                 gain = other.value - pick(upto)
                 gains.append(gain if maximize else -gain)

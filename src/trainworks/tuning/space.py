@@ -150,27 +150,28 @@ class Param:
 
     def to_external(self, internal: Any) -> Value:
         """The value the trial receives, from the value Optuna stores."""
-        if self.kind == DOUBLE:
-            x = float(internal)
-            return _reflect(x, *self.float_bounds()) if self.scale == REVERSE_LOG else x
-        if self.kind == INTEGER:
-            n = int(internal)
-            return sum(self.int_bounds()) - n if self.scale == REVERSE_LOG else n
+        if self.kind in (DOUBLE, INTEGER):
+            return self._reflected(internal)
         if self.kind == CATEGORICAL:
             return str(internal)
         return float(self.values[int(internal)])
 
     def to_internal(self, external: Value) -> Any:
         """Inverse of `to_external` (used by the grid)."""
-        if self.kind == DOUBLE:
-            x = float(external)
-            return _reflect(x, *self.float_bounds()) if self.scale == REVERSE_LOG else x
-        if self.kind == INTEGER:
-            n = int(external)
-            return sum(self.int_bounds()) - n if self.scale == REVERSE_LOG else n
+        if self.kind in (DOUBLE, INTEGER):
+            return self._reflected(external)
         if self.kind == CATEGORICAL:
             return str(external)
         return self._discrete_index(float(external))
+
+    def _reflected(self, value: Any) -> float | int:
+        """A DOUBLE or INTEGER value mirrored in its bounds on a REVERSE_LOG scale, else as it is: its own
+        inverse, so it maps both ways between the trial's value and Optuna's."""
+        if self.kind == DOUBLE:
+            x = float(value)
+            return _reflect(x, *self.float_bounds()) if self.scale == REVERSE_LOG else x
+        n = int(value)
+        return sum(self.int_bounds()) - n if self.scale == REVERSE_LOG else n
 
     def _discrete_index(self, value: float) -> int:
         for i, v in enumerate(self.values):

@@ -23,6 +23,9 @@ from tests.support.slurm import require_slurm
 from trainworks.config import Settings
 from trainworks.slurm.daemons import LocalSlurm
 
+# Starts Slurm daemons: one such module at a time across test workers (tests/conftest.py).
+pytestmark = pytest.mark.slurm_daemons
+
 BASE = f"/v1beta1/projects/{PROJECT}/locations/{LOCATION}/modelDevelopmentClusters"
 CPU = "n2-standard-8"
 

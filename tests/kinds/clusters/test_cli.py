@@ -30,6 +30,9 @@ from trainworks.kinds.clusters.cli import (
     print_cluster_table,
 )
 
+# Starts Slurm daemons: one such module at a time across test workers (tests/conftest.py).
+pytestmark = pytest.mark.slurm_daemons
+
 PY = sys.executable
 REGION = ("--region", LOCATION)
 PARTITIONS_MASK = "orchestrator_spec.slurm_spec.partitions"

@@ -17,16 +17,14 @@ import yaml
 
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
 from trainworks.client import ApiError, TrainworksClient, TrainworksConnectionError
+from trainworks.kernel.flags import camelize, parse_dict, split_list
 from trainworks.kernel.names import FlagError
 from trainworks.kinds.custom_jobs.cli import job_name
 from trainworks.kinds.custom_jobs.pool_specs import (
     build_custom_job,
-    camelize,
-    parse_dict,
     parse_duration,
     parse_worker_pool_spec,
     parse_worker_pool_specs,
-    split_list,
 )
 
 PY = sys.executable

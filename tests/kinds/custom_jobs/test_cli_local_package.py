@@ -22,13 +22,9 @@ from urllib.parse import quote
 import pytest
 
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
+from trainworks.code_staging.sources import SourceFile, content_digest
 from trainworks.kernel.names import FlagError
-from trainworks.kinds.custom_jobs.pool_specs import (
-    LocalPackage,
-    build_custom_job,
-    check_local_package_flags,
-)
-from trainworks.submit.autopackage import (
+from trainworks.kinds.custom_jobs.autopackage import (
     AutopackageError,
     build_sdist,
     check_module,
@@ -39,7 +35,11 @@ from trainworks.submit.autopackage import (
     setup_text,
     staging_prefix,
 )
-from trainworks.submit.sources import SourceFile, content_digest
+from trainworks.kinds.custom_jobs.pool_specs import (
+    LocalPackage,
+    build_custom_job,
+    check_local_package_flags,
+)
 
 PY = sys.executable
 #: The server's pip: no index (nothing leaves this host), and builds use the environment's setuptools.

@@ -581,8 +581,9 @@ def test_gang_replicas_get_the_storage_url_unless_their_pool_sets_one(tmp_path: 
             )
             for p in (0, 1)
         ]
-        request = launcher.gang_request(row, replicas, {}, set(), None)
-        manifest = SlurmBackend().manifest(request, SlurmTarget(tmp_path / "slurm.conf"))
+        slurm = SlurmBackend()
+        request = launcher.gang_request(slurm, row, replicas, {}, set(), None)
+        manifest = slurm.manifest(request, SlurmTarget(tmp_path / "slurm.conf"))
         placed = task.slots(manifest, [["node-a"], ["node-b"]], {})
         return [task.environment(manifest, placed, rank, {}) for rank in (0, 1)]
 

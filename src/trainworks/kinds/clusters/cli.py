@@ -16,7 +16,15 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from trainworks.kernel.cli import AsyncOpt, OperationTarget, OperationTimeoutOpt, Options, command
+from trainworks.kernel.cli import (
+    AsyncOpt,
+    OperationTarget,
+    OperationTimeoutOpt,
+    Options,
+    command,
+    name_argument,
+)
+from trainworks.kernel.flags import read_config
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kernel.render import (
     Column,
@@ -31,6 +39,7 @@ from trainworks.kernel.render import (
     styled,
     table,
 )
+from trainworks.kinds.clusters.client import ClustersClient
 
 app = typer.Typer(
     name="clusters",
@@ -43,13 +52,7 @@ COLLECTION = "modelDevelopmentClusters"
 KIND = "ModelDevelopmentCluster"
 CLUSTERS = NameSpec(COLLECTION, "CLUSTER_ID", KIND, "cluster", KIND)
 
-ClusterArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="CLUSTER_ID",
-        help=f"Cluster ID, or full name projects/P/locations/L/{COLLECTION}/ID.",
-    ),
-]
+ClusterArg = Annotated[str, name_argument(CLUSTERS)]
 ConfigOpt = Annotated[
     Path,
     typer.Option(
@@ -120,14 +123,7 @@ def load_cluster_config(path: Path) -> tuple[dict[str, Any], list[str]]:
 
     Returns the body to send (keys as written; values of string maps as text) and the output-only fields
     that were dropped from it."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise FlagError("--config", f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise FlagError("--config", f"{path} is not valid YAML or JSON: {exc}") from None
+    data = read_config(path, _ConfigLoader)
     if not isinstance(data, dict):
         kind = "nothing" if data is None else type(data).__name__
         raise FlagError("--config", f"{path} must hold a mapping (a {KIND}), not {kind}")
@@ -363,6 +359,7 @@ def print_cluster_table(clusters: list[dict[str, Any]]) -> None:
 
 # ====================================================================== operations
 TARGET = OperationTarget(
+    client_type=ClustersClient,
     kind=KIND,
     command="clusters",
     summary=print_cluster_summary,
@@ -413,9 +410,10 @@ def describe(
 ) -> None:
     """Show a training cluster: status, node pools, partitions, nodes and last events (json/yaml: raw)."""
     name = opts.name(CLUSTERS, cluster)
-    with opts.client() as client:
-        resource = client.get_cluster(name)
-    opts.show(resource, lambda found: print_cluster_summary(found, events))
+    opts.show(
+        opts.call(ClustersClient, lambda client: client.get_cluster(name)),
+        lambda found: print_cluster_summary(found, events),
+    )
 
 
 @command(app, "list")
@@ -428,9 +426,10 @@ def list_(
 ) -> None:
     """List every training cluster of a project and region (all pages), in ID order."""
     parent = opts.parent()
-    with opts.client() as client:
-        clusters = list(client.list_clusters(parent, page_size))
-    opts.show(clusters, print_cluster_table)
+    opts.show(
+        opts.call(ClustersClient, lambda client: list(client.list_clusters(parent, page_size))),
+        print_cluster_table,
+    )
 
 
 @command(app)

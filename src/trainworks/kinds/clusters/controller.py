@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Set
 from pathlib import Path
 from typing import Any
 
+from trainworks.backends.base import PlacementRequest
 from trainworks.backends.commands import TaskError
 from trainworks.catalog.node_images import ImageCatalog
 from trainworks.config import Settings
@@ -33,10 +34,10 @@ from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kinds.clusters.service import CLUSTER_TYPE, EMPTY, cluster_wire, row_name
 from trainworks.kinds.clusters.store import ClusterStore, key_of
 from trainworks.kinds.clusters.wire import ClusterState
-from trainworks.slurm.backend import CLUSTER_LABEL, SlurmTarget
+from trainworks.slurm.backend import CLUSTER_LABEL, SlurmTarget, SlurmTargets
 from trainworks.slurm.daemons import LocalSlurm, NodeInfo, SlurmError
 from trainworks.slurm.layout import COMPUTE, LOGIN, Layout, NodeSlot, build_layout
-from trainworks.store.tables import ClusterRow, CustomJobRow
+from trainworks.store.tables import ClusterRow
 
 log = logging.getLogger(__name__)
 
@@ -387,11 +388,11 @@ class ClusterController(ReconcileLoop):
         return False
 
 
-def cluster_targets(settings: Settings, store: ClusterStore) -> Callable[[CustomJobRow], SlurmTarget | None]:
+def cluster_targets(settings: Settings, store: ClusterStore) -> SlurmTargets:
     """Routes CustomJobs labelled `trainworks-cluster: <id>` to that training cluster's Slurm (same project
     and location), in the partition labelled `trainworks-partition` or the cluster's default one."""
 
-    def resolve(job: CustomJobRow) -> SlurmTarget | None:
+    def resolve(job: PlacementRequest) -> SlurmTarget | None:
         labels = job.labels or {}
         cluster_id = labels.get(CLUSTER_LABEL)
         if not cluster_id:

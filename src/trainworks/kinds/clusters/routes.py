@@ -2,41 +2,23 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from trainworks.api.state import required, services
-from trainworks.kernel.routes import (
-    BODY,
-    PAGE,
-    UPDATE_MASK,
-    Collection,
-    Query,
-    create,
-    delete,
-    get,
-    list_,
-    update,
-)
+from trainworks.kernel.routes import BODY, PAGE, UPDATE_MASK, Collection, Query, lro_methods
 from trainworks.kinds.clusters.service import ClusterService
-
-
-def _service(request: Request) -> ClusterService:
-    return required(services(request).clusters)
-
 
 CLUSTERS = Collection(
     "modelDevelopmentClusters",
     "cluster_id",
-    _service,
-    [
-        create(
-            ClusterService.create, Query("modelDevelopmentClusterId", "model_development_cluster_id"), BODY
-        ),
-        list_(ClusterService.list, *PAGE),
-        get(ClusterService.get),
-        update(ClusterService.update, BODY, UPDATE_MASK, Query("updateMode", "update_mode")),
-        delete(ClusterService.delete),
-    ],
+    lambda request: required(services(request).clusters),
+    lro_methods(
+        ClusterService,
+        create_args=(Query("modelDevelopmentClusterId", "model_development_cluster_id"), BODY),
+        list_args=PAGE,
+        update_args=(BODY, UPDATE_MASK, Query("updateMode", "update_mode")),
+        delete_args=(),
+    ),
 )
 
 

@@ -18,15 +18,19 @@ from trainworks.kernel.errors import (
     FieldViolation,
     failed_precondition,
     invalid_argument,
-    not_found,
 )
 from trainworks.kernel.ids import new_numeric_id
-from trainworks.kernel.listing import id_page_token, read_id_page_token
+from trainworks.kernel.lro_service import (
+    already_exists,
+    delete_resource,
+    find_resource,
+    list_resources,
+    start_change,
+)
 from trainworks.kernel.lro_store import Key
 from trainworks.kernel.names import parent_name
 from trainworks.kernel.operations import (
     OperationService,
-    aborted_by_delete,
     aiplatform_type_url,
     operation_wire,
 )
@@ -45,8 +49,6 @@ from trainworks.store.tables import ClusterRow, OperationRow
 
 C = ClusterState
 API_VERSION = "v1beta1"  # the resource exists only in v1beta1
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
 FIRST_SLURM_PORT = 30000
 EMPTY = {"@type": "type.googleapis.com/google.protobuf.Empty"}
 CLUSTER_TYPE = aiplatform_type_url("ModelDevelopmentCluster", API_VERSION)
@@ -106,28 +108,23 @@ class ClusterService:
 
     # -------------------------------------------------------------- reading
     def find(self, project: str, location: str, cluster_id: str) -> ClusterRow:
-        number = self.projects.number(project, location)
-        row = self.store.get((number, location, cluster_id)) if len(cluster_id) <= 10 else None
-        if row is None:
-            raise not_found(f"ModelDevelopmentCluster {cluster_name(number, location, cluster_id[:80])}")
-        return row
+        parent = (project, location)
+        what = "ModelDevelopmentCluster"
+        return find_resource(self.store, self.projects, parent, cluster_id, 10, what, cluster_name)
 
     def get(self, project: str, location: str, cluster_id: str) -> dict[str, Any]:
         return cluster_wire(self.find(project, location, cluster_id))
 
     def list(self, project: str, location: str, page_size: int, page_token: str) -> dict[str, Any]:
-        if page_size < 0:
-            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
-        size = DEFAULT_PAGE_SIZE if page_size == 0 else min(page_size, MAX_PAGE_SIZE)
-        after = read_id_page_token(page_token, 10) if page_token else None
-        number = self.projects.number(project, location)
-        rows = self.store.page(number, location, after, size + 1)
-        out: dict[str, Any] = {}
-        if rows:
-            out["modelDevelopmentClusters"] = [cluster_wire(r) for r in rows[:size]]
-        if len(rows) > size:
-            out["nextPageToken"] = id_page_token(rows[size - 1].cluster_id)
-        return out
+        return list_resources(
+            self.store,
+            self.projects,
+            (project, location),
+            (page_size, page_token),
+            10,
+            "modelDevelopmentClusters",
+            lambda rows: [cluster_wire(r) for r in rows],
+        )
 
     # -------------------------------------------------------------- create
     def create(self, project: str, location: str, cluster_id: str, body: Any) -> dict[str, Any]:
@@ -185,11 +182,7 @@ class ClusterService:
 
     @staticmethod
     def _exists(key: Key) -> ApiError:
-        return ApiError(
-            Code.ALREADY_EXISTS,
-            f"ModelDevelopmentCluster {cluster_name(*key)} already exists.",
-            reason="ALREADY_EXISTS",
-        )
+        return already_exists("ModelDevelopmentCluster", cluster_name(*key))
 
     def _operation(self, op_id: int) -> dict[str, Any]:
         op = self.operations.store.get(op_id)
@@ -235,43 +228,27 @@ class ClusterService:
             "recreate": list(plan.recreate_pools),
             "changes": list(plan.changes),
         }
-        if not self.store.transition(
-            key_of(row), [C.RUNNING], operation=op, state=C.UPDATING, pending=pending, operation_id=op.id
-        ):
-            current = self.store.get(key_of(row))
-            state = C(current.state).name if current else "deleted"
-            raise failed_precondition(
-                f"The ModelDevelopmentCluster {row_name(row)} changed meanwhile ({state})."
-            )
+        what = f"The ModelDevelopmentCluster {row_name(row)}"
+        values = {"state": C.UPDATING, "pending": pending, "operation_id": op.id}
+        start_change(self.store, key_of(row), [C.RUNNING], op, what, **values)
         self.wake()
         return self._operation(op.id)
 
     # -------------------------------------------------------------- delete
     def delete(self, project: str, location: str, cluster_id: str) -> dict[str, Any]:
         row = self.find(project, location, cluster_id)
-        if C(row.state) == C.STOPPING:  # deleting already: answer with that deletion's operation
-            existing = self.operations.store.get(row.operation_id) if row.operation_id is not None else None
-            if existing is not None:
-                return operation_wire(existing)
-        op = _operation(row.project_number, row.location, "delete_cluster", "DeleteOperationMetadata")
-        if C(row.state) == C.STOPPING:  # its operation record was deleted: a new one completes it
-            if not self.store.transition(key_of(row), [C.STOPPING], operation=op, operation_id=op.id):
-                return self.delete(project, location, cluster_id)
-            return operation_wire(op)
-        others = [s for s in C if s != C.STOPPING]
-        # A create or update still running will not complete: its operation ends with the change, together.
-        if not self.store.transition(
+        return delete_resource(
+            self.store,
+            self.operations,
+            row,
             key_of(row),
-            others,
-            operation=op,
-            abort=aborted_by_delete(row.operation_id, "ModelDevelopmentCluster", row_name(row)),
-            state=C.STOPPING,
-            operation_id=op.id,
+            C.STOPPING,
+            lambda: _operation(row.project_number, row.location, "delete_cluster", "DeleteOperationMetadata"),
+            ("ModelDevelopmentCluster", row_name(row)),
+            lambda: self.delete(project, location, cluster_id),
+            self.wake,
             detail="Deleting the cluster.",
-        ):
-            return self.delete(project, location, cluster_id)
-        self.wake()
-        return operation_wire(op)
+        )
 
 
 def _operation(

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 
 from trainworks.catalog import machines as machine_catalog
+from trainworks.catalog.accelerators import AcceleratorType
 from trainworks.catalog.machines import MachineType
 from trainworks.catalog.node_images import valid_image_name
-from trainworks.jobs.enums import AcceleratorType, ReservationAffinityType
+from trainworks.jobs.enums import ReservationAffinityType
 from trainworks.kernel.errors import FieldViolation
 from trainworks.kinds.clusters.wire import (
     ModelDevelopmentCluster,
@@ -24,10 +25,12 @@ from trainworks.kinds.clusters.wire import (
     SlurmSpec,
 )
 from trainworks.kinds.custom_jobs.validation import (
-    MAX_DISPLAY_NAME,
     _accelerator_field,
     _check_reservation_affinity,
+    check_boot_disk_size,
+    check_display_name,
     check_labels,
+    check_required_format,
 )
 from trainworks.kinds.custom_jobs.wire import MachineSpec
 from trainworks.slurm import keys
@@ -217,16 +220,13 @@ def _check_provisioning(pool: NodePool, path: str, machines: MachineCatalog) -> 
 
 def _check_pool(pool: NodePool, path: str, machines: MachineCatalog) -> list[FieldViolation]:
     out: list[FieldViolation] = []
-    if not pool.id:
-        out.append(FieldViolation(f"{path}.id", "Required field is not set."))
-    elif not POOL_ID.fullmatch(pool.id):
-        out.append(
-            FieldViolation(
-                f"{path}.id",
-                f"{pool.id[:80]!r} is not a valid node pool ID: 1 to 32 lowercase letters, digits and '-', "
-                "starting with a letter and not ending with '-'",
-            )
-        )
+    out += check_required_format(
+        pool.id,
+        f"{path}.id",
+        POOL_ID.fullmatch,
+        f"{pool.id[:80]!r} is not a valid node pool ID: 1 to 32 lowercase letters, digits and '-', "
+        "starting with a letter and not ending with '-'",
+    )
     if pool.machine_spec is None:
         out.append(FieldViolation(f"{path}.machine_spec", "Required field is not set."))
     else:
@@ -262,8 +262,7 @@ def _check_pool(pool: NodePool, path: str, machines: MachineCatalog) -> list[Fie
                     + ", ".join(sorted(BOOT_DISK_TYPES)),
                 )
             )
-        if disk.boot_disk_size_gb and not 10 <= disk.boot_disk_size_gb <= 65536:
-            out.append(FieldViolation(f"{path}.boot_disk.boot_disk_size_gb", "must be between 10 and 65536"))
+        out += check_boot_disk_size(disk, f"{path}.boot_disk")
     if pool.node_image and not valid_image_name(pool.node_image):
         out.append(
             FieldViolation(
@@ -308,44 +307,26 @@ def _check_pools(cluster: ModelDevelopmentCluster, machines: MachineCatalog) -> 
 
 
 # ------------------------------------------------------------------ Slurm
-def _check_config(config: Mapping[str, str], path: str) -> list[FieldViolation]:
-    """Global slurm.conf pairs: known, not reserved, one token each, no key twice."""
-    out: list[FieldViolation] = []
-    seen: dict[str, str] = {}
-    for key, value in config.items():
-        where = f"{path}.{key}"
-        canonical = keys.canonical_key(key)
-        if canonical is None:
-            out.append(FieldViolation(where, f"{key[:80]!r} is not a slurm.conf parameter (Slurm 22.05)"))
-            continue
-        reason = keys.reserved_reason(canonical)
-        if reason:
-            out.append(FieldViolation(where, f"{canonical} cannot be set: {reason}"))
-            continue
-        if canonical in seen:
-            out.append(FieldViolation(where, f"{canonical} is also given as {seen[canonical]!r}"))
-        seen.setdefault(canonical, key)
-        problem = keys.check_value(value)
-        if problem:
-            out.append(FieldViolation(where, problem))
-    return out
-
-
-def _check_line_config(
-    config: Mapping[str, str], path: str, line: str, canonical: Any, reserved: Any
+def _check_pairs(
+    config: Mapping[str, str],
+    path: str,
+    canonical: Callable[[str], str | None],
+    reserved: Callable[[str], str | None],
+    unknown: str,
+    cannot: str,
 ) -> list[FieldViolation]:
-    """Extra pairs of a `PartitionName=` or `NodeName=` line."""
+    """slurm.conf pairs: known (`canonical` names them), not reserved, one token each, no key twice."""
     out: list[FieldViolation] = []
     seen: dict[str, str] = {}
     for key, value in config.items():
         where = f"{path}.{key}"
         name = canonical(key)
         if name is None:
-            out.append(FieldViolation(where, f"{key[:80]!r} is not a parameter of a slurm.conf {line} line"))
+            out.append(FieldViolation(where, f"{key[:80]!r} {unknown}"))
             continue
         reason = reserved(name)
         if reason:
-            out.append(FieldViolation(where, f"{name} cannot be set here: {reason}"))
+            out.append(FieldViolation(where, f"{name} {cannot}: {reason}"))
             continue
         if name in seen:
             out.append(FieldViolation(where, f"{name} is also given as {seen[name]!r}"))
@@ -354,6 +335,36 @@ def _check_line_config(
         if problem:
             out.append(FieldViolation(where, problem))
     return out
+
+
+def _check_config(config: Mapping[str, str], path: str) -> list[FieldViolation]:
+    """Global slurm.conf pairs."""
+    return _check_pairs(
+        config,
+        path,
+        keys.canonical_key,
+        keys.reserved_reason,
+        "is not a slurm.conf parameter (Slurm 22.05)",
+        "cannot be set",
+    )
+
+
+def _check_line_config(
+    config: Mapping[str, str],
+    path: str,
+    line: str,
+    canonical: Callable[[str], str | None],
+    reserved: Callable[[str], str | None],
+) -> list[FieldViolation]:
+    """Extra pairs of a `PartitionName=` or `NodeName=` line."""
+    return _check_pairs(
+        config,
+        path,
+        canonical,
+        reserved,
+        f"is not a parameter of a slurm.conf {line} line",
+        "cannot be set here",
+    )
 
 
 def has_legacy(slurm: SlurmSpec) -> bool:
@@ -371,16 +382,13 @@ def _check_slurm(cluster: ModelDevelopmentCluster) -> list[FieldViolation]:
     pools = {p.id: i for i, p in enumerate(cluster.node_pools) if p.id}
     login = slurm.login_node_pool_id
 
-    if not slurm.home_directory_storage:
-        out.append(FieldViolation(f"{SLURM}.home_directory_storage", "Required field is not set."))
-    elif not INSTANCE.match(slurm.home_directory_storage):
-        out.append(
-            FieldViolation(
-                f"{SLURM}.home_directory_storage",
-                f"{slurm.home_directory_storage[:200]!r} is not a Filestore or Lustre instance: use "
-                "projects/PROJECT/locations/ZONE/instances/NAME",
-            )
-        )
+    out += check_required_format(
+        slurm.home_directory_storage,
+        f"{SLURM}.home_directory_storage",
+        INSTANCE.match,
+        f"{slurm.home_directory_storage[:200]!r} is not a Filestore or Lustre instance: use "
+        "projects/PROJECT/locations/ZONE/instances/NAME",
+    )
 
     if not login:
         out.append(FieldViolation(f"{SLURM}.login_node_pool_id", "Required field is not set."))
@@ -404,16 +412,15 @@ def _check_slurm(cluster: ModelDevelopmentCluster) -> list[FieldViolation]:
     seen: dict[str, int] = {}
     for k, part in enumerate(slurm.partitions):
         where = f"{SLURM}.partitions[{k}]"
-        if not part.id:
-            out.append(FieldViolation(f"{where}.id", "Required field is not set."))
-        elif not PARTITION_ID.match(part.id):
-            out.append(
-                FieldViolation(
-                    f"{where}.id",
-                    f"{part.id[:80]!r} is not a valid partition ID: 1 to 32 lowercase letters, digits and "
-                    "'-', starting with a letter and not ending with '-'",
-                )
-            )
+        id_errors = check_required_format(
+            part.id,
+            f"{where}.id",
+            PARTITION_ID.match,
+            f"{part.id[:80]!r} is not a valid partition ID: 1 to 32 lowercase letters, digits and "
+            "'-', starting with a letter and not ending with '-'",
+        )
+        if id_errors:
+            out += id_errors
         elif part.id in seen:
             out.append(
                 FieldViolation(
@@ -504,22 +511,16 @@ def validate_cluster(
     cluster: ModelDevelopmentCluster, machines: MachineCatalog = machine_catalog
 ) -> list[FieldViolation]:
     """Every rule on the user-settable fields (output-only ones are ignored)."""
-    out: list[FieldViolation] = []
-    if len(cluster.display_name) > MAX_DISPLAY_NAME:
-        out.append(FieldViolation("display_name", f"must be at most {MAX_DISPLAY_NAME} characters"))
+    out = check_display_name(cluster.display_name, required=False)
     out += check_labels(cluster.labels)
     network = cluster.network
     if network is not None:
-        if not network.network:
-            out.append(FieldViolation("network.network", "Required field is not set."))
-        elif not NETWORK.match(network.network):
-            out.append(
-                FieldViolation(
-                    "network.network",
-                    f"{network.network[:200]!r} is not a network: use "
-                    "projects/PROJECT/global/networks/NETWORK",
-                )
-            )
+        out += check_required_format(
+            network.network,
+            "network.network",
+            NETWORK.match,
+            f"{network.network[:200]!r} is not a network: use projects/PROJECT/global/networks/NETWORK",
+        )
         if network.subnetwork and not SUBNETWORK.match(network.subnetwork):
             out.append(
                 FieldViolation(
@@ -540,14 +541,12 @@ def validate_cluster(
     export = cluster.lustre_export_config
     if export is not None:
         where = "lustre_export_config"
-        if not export.destination_bucket:
-            out.append(FieldViolation(f"{where}.destination_bucket", "Required field is not set."))
-        elif not BUCKET.match(export.destination_bucket):
-            out.append(
-                FieldViolation(
-                    f"{where}.destination_bucket", "must be a bucket name, without gs:// (e.g. my-backups)"
-                )
-            )
+        out += check_required_format(
+            export.destination_bucket,
+            f"{where}.destination_bucket",
+            BUCKET.match,
+            "must be a bucket name, without gs:// (e.g. my-backups)",
+        )
         for j, name in enumerate(export.lustres):
             if not INSTANCE.match(name):
                 out.append(FieldViolation(f"{where}.lustres[{j}]", _not_instance(name)))

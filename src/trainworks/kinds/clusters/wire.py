@@ -10,8 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from trainworks.kernel.status import Status
-from trainworks.kernel.wire import Duration, Int32, Int64, ProtoEnum, Timestamp, WireModel, enum_field
-from trainworks.kinds.custom_jobs.wire import Bool, DiskSpec, MachineSpec
+from trainworks.kernel.wire import (
+    Bool,
+    Duration,
+    Int32,
+    Int64,
+    ProtoEnum,
+    Timestamp,
+    WireModel,
+    enum_field,
+    without_fields,
+)
+from trainworks.kinds.custom_jobs.wire import DiskSpec, MachineSpec
 
 
 class ProvisioningModel(ProtoEnum):
@@ -248,24 +258,10 @@ OUTPUT_ONLY_FIELDS = frozenset(
 POOL_OUTPUT_ONLY_FIELDS = frozenset({"effective_flex_start_max_duration"})
 
 
-def strip_output_only(cluster: ModelDevelopmentCluster) -> ModelDevelopmentCluster:
-    """Output-only fields sent on create or update are ignored, as the service does."""
-    kept: dict[str, Any] = {
-        k: getattr(cluster, k) for k in cluster.model_fields_set if k not in OUTPUT_ONLY_FIELDS
-    }
-    if "node_pools" in kept:
-        kept["node_pools"] = [
-            pool.model_copy(update={"effective_flex_start_max_duration": None}) for pool in cluster.node_pools
-        ]
-    return ModelDevelopmentCluster.model_validate(kept)
-
-
 def input_dict(cluster: ModelDevelopmentCluster) -> dict[str, Any]:
-    """The user-settable part of a cluster as canonical camelCase JSON, output-only fields stripped."""
-    out = strip_output_only(cluster).to_wire()
-    for pool in out.get("nodePools", []):
-        pool.pop("effectiveFlexStartMaxDuration", None)
-    return out
+    """The user-settable part of a cluster as canonical camelCase JSON: output-only fields sent on create or
+    update are ignored, as the service does (inside each node pool too)."""
+    return without_fields(cluster, OUTPUT_ONLY_FIELDS, {"node_pools": POOL_OUTPUT_ONLY_FIELDS}).to_wire()
 
 
 __all__ = [
@@ -296,5 +292,4 @@ __all__ = [
     "TimeOfDay",
     "UpdateMode",
     "input_dict",
-    "strip_output_only",
 ]

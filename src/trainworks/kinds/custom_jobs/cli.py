@@ -1,7 +1,7 @@
 """`trainworks custom-jobs`: create and manage custom training jobs, modelled on `gcloud ai custom-jobs`.
 
 Only the commands live here: flag parsing is in `pool_specs`, output in `render`, the common options,
-client and error handling in `kernel.cli`, and packaging of --local-package-path in `submit.autopackage`.
+client and error handling in `kernel.cli`, and packaging of --local-package-path in `autopackage`.
 """
 
 from __future__ import annotations
@@ -11,37 +11,24 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.client.rest import ApiError
-from trainworks.kernel.cli import (
-    NO_FORMAT,
-    Options,
-    PollIntervalOpt,
-    WaitTimeoutOpt,
-    command,
-    delete_job,
-    page_size_for,
-    poll_until_done,
-    report_cancel,
-    show_final,
-    take,
-)
+from trainworks.code_staging.store import CodeStore, StagingError
+from trainworks.jobs.render import print_log_entry
+from trainworks.kernel import cli
+from trainworks.kernel.cli import Options, command
+from trainworks.kernel.client import ApiError
+from trainworks.kernel.flags import split_lists
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
-from trainworks.kernel.render import console, print_data, print_status
-from trainworks.kinds.custom_jobs.pool_specs import (
-    LocalPackage,
-    build_custom_job,
-    check_local_package_flags,
-    split_lists,
-)
-from trainworks.kinds.custom_jobs.render import print_job_summary, print_job_table, print_log_entry
-from trainworks.submit.autopackage import (
+from trainworks.kernel.render import console, print_status
+from trainworks.kinds.custom_jobs.autopackage import (
     AutopackageError,
     PackageBuildError,
     PackagePlan,
     plan_package,
     stage_package,
 )
-from trainworks.submit.storage import CodeStore, StagingError
+from trainworks.kinds.custom_jobs.client import CustomJobsClient
+from trainworks.kinds.custom_jobs.pool_specs import LocalPackage, build_custom_job, check_local_package_flags
+from trainworks.kinds.custom_jobs.render import print_job_summary, print_job_table
 
 app = typer.Typer(
     name="custom-jobs",
@@ -51,10 +38,7 @@ app = typer.Typer(
 )
 
 CUSTOM_JOBS = NameSpec("customJobs", "CUSTOM_JOB", "CustomJob", "job", "CustomJob")
-JobArg = Annotated[
-    str,
-    typer.Argument(metavar="CUSTOM_JOB", help="Job ID, or full name projects/P/locations/L/customJobs/ID."),
-]
+JobArg = Annotated[str, cli.name_argument(CUSTOM_JOBS)]
 
 
 def job_name(value: str, project: str, region: str | None) -> str:
@@ -64,10 +48,7 @@ def job_name(value: str, project: str, region: str | None) -> str:
 
 @command(app)
 def create(
-    display_name: Annotated[
-        str | None,
-        typer.Option("--display-name", help="Display name of the job (required unless in --config)."),
-    ] = None,
+    display_name: cli.JobDisplayNameOpt = None,
     worker_pool_spec: Annotated[
         list[str] | None,
         typer.Option(
@@ -95,7 +76,7 @@ def create(
         list[str] | None,
         typer.Option("--command", metavar="COMMAND,...", help="Entrypoint for every container pool."),
     ] = None,
-    labels: Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")] = None,
+    labels: cli.LabelsOpt = None,
     env_vars: Annotated[
         list[str] | None,
         typer.Option("--env-vars", metavar="NAME=VALUE,...", help="Environment variables for every pool."),
@@ -191,21 +172,9 @@ def create(
     )
     if plan is not None:
         _stage(plan, opts)
-    with opts.client() as client:
-        job = client.create_custom_job(parent, body)
-    if not opts.human:
-        print_data(job, opts.format)
-        return
-    name = job.get("name", "")
-    print_status(f"CustomJob [{name}] is submitted successfully.")
-    print_job_summary(job)
-    flags = opts.endpoint_flag()
-    print_status(
-        "\nView its status with:\n"
-        f"  trainworks custom-jobs describe {name}{flags}\n"
-        "or stream its logs with:\n"
-        f"  trainworks custom-jobs stream-logs {name}{flags}"
-    )
+    job = opts.call(CustomJobsClient, lambda client: client.create_custom_job(parent, body))
+    hints = [("View its status", "describe"), ("stream its logs", "stream-logs")]
+    cli.report_submitted(opts, job, "CustomJob", print_job_summary, "custom-jobs", hints)
 
 
 def _stage(plan: PackagePlan, opts: Options) -> None:
@@ -250,22 +219,21 @@ def _stage(plan: PackagePlan, opts: Options) -> None:
 
 @command(app, "list")
 def list_(
-    filter: Annotated[
-        str,
-        typer.Option("--filter", help='AIP-160 filter, e.g. state="JOB_STATE_RUNNING" AND labels.team=ml'),
-    ] = "",
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Show at most this many jobs.")] = None,
-    page_size: Annotated[
-        int, typer.Option("--page-size", min=0, help="Jobs per request (0: server default).")
-    ] = 0,
+    filter: cli.JobsFilterOpt = "",
+    limit: cli.JobsLimitOpt = None,
+    page_size: cli.JobsPageSizeOpt = 0,
     *,
     opts: Options,
 ) -> None:
     """List custom jobs of a project and region, newest first."""
     parent = opts.parent()
-    with opts.client() as client:
-        jobs = take(client.list_custom_jobs(parent, filter, page_size_for(page_size, limit)), limit)
-    opts.show(jobs, print_job_table)
+    size = cli.page_size_for(page_size, limit)
+    opts.show(
+        opts.call(
+            CustomJobsClient, lambda client: cli.take(client.list_custom_jobs(parent, filter, size), limit)
+        ),
+        print_job_table,
+    )
 
 
 @command(app)
@@ -276,7 +244,7 @@ def describe(
 ) -> None:
     """Show a custom job."""
     name = opts.name(CUSTOM_JOBS, custom_job)
-    with opts.client() as client:
+    with opts.client(CustomJobsClient) as client:
         job = client.get_custom_job(name)
         status = None
         if opts.human:
@@ -295,22 +263,35 @@ def cancel(
 ) -> None:
     """Ask a running custom job to stop; it ends JOB_STATE_CANCELLED (cancellation is asynchronous)."""
     name = opts.name(CUSTOM_JOBS, custom_job)
-    with opts.client() as client:
-        result = client.cancel_custom_job(name)
-    report_cancel(opts, result, "CustomJob", name, "custom-jobs")
+    cli.report_cancel(
+        opts,
+        opts.call(CustomJobsClient, lambda client: client.cancel_custom_job(name)),
+        "CustomJob",
+        name,
+        "custom-jobs",
+    )
 
 
 @command(app)
 def delete(
     custom_job: JobArg,
-    async_: Annotated[bool, typer.Option("--async", help="Return without waiting for the deletion.")] = False,
+    async_: cli.DeleteAsyncOpt = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the deletion.")] = 300.0,
     *,
     opts: Options,
 ) -> None:
     """Delete a finished custom job (a running one must be cancelled first)."""
     name = opts.name(CUSTOM_JOBS, custom_job)
-    delete_job(opts, "CustomJob", name, lambda client: client.delete_custom_job(name), async_, timeout, False)
+    cli.delete_job(
+        opts,
+        "CustomJob",
+        name,
+        CustomJobsClient,
+        lambda client: client.delete_custom_job(name),
+        async_,
+        timeout,
+        False,
+    )
 
 
 @command(app, "stream-logs")
@@ -328,12 +309,12 @@ def stream_logs(
 ) -> None:
     """Print a job's logs, each line prefixed with its task (workerpool0-0...), until the job ends."""
     name = opts.name(CUSTOM_JOBS, custom_job)
-    with opts.client() as client:
+    with opts.client(CustomJobsClient) as client:
         for entry in client.stream_logs(name, task=task, follow=follow):
             print_log_entry(entry, opts.format)
 
 
-@command(app, options=NO_FORMAT)
+@command(app, options=cli.NO_FORMAT)
 def shell(
     custom_job: JobArg,
     replica: Annotated[
@@ -357,18 +338,42 @@ def shell(
 @command(app)
 def wait(
     custom_job: JobArg,
-    timeout: WaitTimeoutOpt = None,
-    poll_interval: PollIntervalOpt = 2.0,
+    timeout: cli.WaitTimeoutOpt = None,
+    poll_interval: cli.PollIntervalOpt = 2.0,
     *,
     opts: Options,
 ) -> None:
     """Block until the job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled or timed out)."""
     name = opts.name(CUSTOM_JOBS, custom_job)
-    with opts.client() as client:
-        job = poll_until_done(
-            lambda: client.get_custom_job(name), f"CustomJob [{name}]", timeout, poll_interval, opts.format
-        )
-    show_final(opts, job, print_job_summary, "JOB_STATE_SUCCEEDED")
+    cli.wait_for_end(
+        opts,
+        CustomJobsClient,
+        lambda client: client.get_custom_job(name),
+        f"CustomJob [{name}]",
+        timeout,
+        poll_interval,
+        print_job_summary,
+        "JOB_STATE_SUCCEEDED",
+    )
 
 
-__all__ = ["CUSTOM_JOBS", "JobArg", "app", "job_name"]
+# `trainworks admin preempt`: an operator's tool, in the admin group (cli.main adds it there).
+@command()
+def preempt(
+    custom_job: JobArg,
+    replica: Annotated[
+        str | None, typer.Option("--replica", help="Only this replica, e.g. workerpool1-0 (default: all).")
+    ] = None,
+    *,
+    opts: Options,
+) -> None:
+    """Preempt a running SPOT job as a Spot VM reclaim would: SIGTERM, the notice period, then a restart."""
+    name = opts.name(CUSTOM_JOBS, custom_job)
+    with opts.client(CustomJobsClient) as client:
+        result = client.preempt_custom_job(name, replica)
+    opts.show(
+        result, lambda found: print_status(f"Preempted {', '.join(found.get('preempted', []))} of [{name}].")
+    )
+
+
+__all__ = ["CUSTOM_JOBS", "JobArg", "app", "job_name", "preempt"]

@@ -34,6 +34,7 @@ from typing import Any, cast
 from trainworks.backends.base import (
     Backend,
     BackendUnavailable,
+    Capability,
     GangBackend,
     LaunchError,
     Phase,
@@ -45,7 +46,10 @@ from trainworks.backends.gpus import devices_of
 from trainworks.backends.memory_limits import OUT_OF_MEMORY
 from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
 from trainworks.config import Settings
+from trainworks.contract.environment import task_name
 from trainworks.jobs.enums import JobState
+from trainworks.jobs.service_log import log_service
+from trainworks.jobs.store import ACTIVE_STATES
 from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
@@ -72,11 +76,9 @@ from trainworks.kinds.custom_jobs.rules import (
     retries_disabled,
     scheduling_of,
     succeeds_on_exit,
-    task_name,
     worker_restarts_left,
 )
-from trainworks.kinds.custom_jobs.service_log import log_service
-from trainworks.kinds.custom_jobs.store import ACTIVE_STATES, JobStore
+from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.observability.metrics import ServerMetrics, replica_count
 from trainworks.ports import free_port
 from trainworks.scheduling.admission import Decision, plan_admissions
@@ -137,6 +139,8 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self.jobs = jobs
         self.operations = operations
         self.backend = backend
+        if gang is not None and Capability.GANG not in gang.capabilities:
+            raise ValueError(f"the {gang.name} backend does not start whole jobs")
         # Runs the jobs it accepts (Slurm) whole; every other job runs on `backend`, replica by replica.
         self.gang = gang
         self.launcher = ReplicaLauncher(settings, backend, packages)
@@ -392,7 +396,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         for replica in replicas:
             if replica.phase != "planned":
                 continue
-            orphan = self.backend.find(Path(replica.run_dir))
+            orphan = self._orphan(Path(replica.run_dir))
             if orphan is not None:  # started before a crash, never recorded: adopt it, do not start twice
                 handle = orphan
             else:
@@ -409,6 +413,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
             )
             replica.phase = "running"
         return True
+
+    def _orphan(self, run_dir: Path) -> ProcessHandle | None:
+        """A replica started in run_dir before a crash but never recorded, on a backend that can adopt one."""
+        return self.backend.find(run_dir) if Capability.ADOPT in self.backend.capabilities else None
 
     def _busy_gpus(self) -> set[int]:
         """GPU indices held by live replicas (recorded in their run folders); empty on GPU-less hosts."""
@@ -494,18 +502,28 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 self._record_exit(replica, status.phase, status.exit_code, status.detail)
                 crash_point("replica-exit-recorded")
                 replica.phase = status.phase.value  # it has ended: a preemption finds nothing to stop
-            task = replica_task(replica)
             if status.phase == Phase.LOST:
                 self._lost(job, replica)
                 return True
-            if fresh:
-                log_service(self.job_dir(job), f"Task {task} completed. Exit code ({status.exit_code}).")
-            if status.exit_code != 0:
-                self._crashed(job, replica, status.exit_code or 0, status.detail)
+            if self._exited(job, replica, status, announce=fresh):
                 return True
-            if succeeds_on_exit(replica, status.exit_code):
-                self._decide(job, S.JOB_STATE_SUCCEEDED)
-                return True
+        return False
+
+    def _exited(
+        self, job: CustomJobRow, replica: ReplicaRow, status: ReplicaStatus, announce: bool = True
+    ) -> bool:
+        """Act on a replica's exit (a crash, or the primary's success); True when it decided the job's end.
+        `announce`: log the exit (not again for one recorded before a crash)."""
+        if announce:
+            log_service(
+                self.job_dir(job), f"Task {replica_task(replica)} completed. Exit code ({status.exit_code})."
+            )
+        if status.exit_code != 0:
+            self._crashed(job, replica, status.exit_code or 0, status.detail)
+            return True
+        if succeeds_on_exit(replica, status.exit_code):
+            self._decide(job, S.JOB_STATE_SUCCEEDED)
+            return True
         return False
 
     def _crashed(self, job: CustomJobRow, replica: ReplicaRow, code: int, detail: str) -> None:
@@ -649,17 +667,23 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 self._completed_before_preemption(job, replica, status)
         if alive:
             now = now_utc()
-            grace = float(job.outcome.get("grace", self.settings.cancel_grace_seconds))
             if job.teardown_started is None:
                 log_service(self.job_dir(job), "Tearing down training program.")
                 for handle in alive:
                     self.backend.signal(handle, signal.SIGTERM)
                 self.jobs.set_fields(job.id, teardown_started=now)
-            elif now - job.teardown_started > timedelta(seconds=grace):
+            elif self._past_grace(job, now):
                 for handle in alive:
                     self.backend.signal(handle, signal.SIGKILL)
             return True
         return False
+
+    def _past_grace(self, job: CustomJobRow, now: datetime) -> bool:
+        """Whether the teardown began longer ago than the job's grace (a preemption's notice, or the cancel
+        grace): time for SIGKILL."""
+        assert job.outcome is not None and job.teardown_started is not None
+        grace = float(job.outcome.get("grace", self.settings.cancel_grace_seconds))
+        return now - job.teardown_started > timedelta(seconds=grace)
 
     def _completed_before_preemption(
         self, job: CustomJobRow, replica: ReplicaRow, status: ReplicaStatus

@@ -12,17 +12,25 @@ from __future__ import annotations
 import logging
 import signal
 from concurrent.futures import Future
-from datetime import timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from trainworks.backends.base import BackendUnavailable, GangBackend, LaunchError, Phase, ReplicaStatus
+from trainworks.backends.base import (
+    BackendUnavailable,
+    Capability,
+    GangBackend,
+    LaunchError,
+    Phase,
+    ReplicaStatus,
+)
 from trainworks.backends.commands import TaskError
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
+from trainworks.jobs.service_log import log_service
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import now_utc
-from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher
+from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher, placement
 from trainworks.kinds.custom_jobs.rules import (
     MAX_JOB_RETRIES,
     RestartKind,
@@ -30,9 +38,7 @@ from trainworks.kinds.custom_jobs.rules import (
     job_timeout,
     replica_task,
     retries_disabled,
-    succeeds_on_exit,
 )
-from trainworks.kinds.custom_jobs.service_log import log_service
 from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.observability.metrics import ServerMetrics
 from trainworks.store.tables import CustomJobRow, ReplicaRow
@@ -56,14 +62,14 @@ class GangJobs:
 
         def job_dir(self, job: CustomJobRow) -> Path: ...
         def _fail(self, job: CustomJobRow, code: Code, message: str, grace: float | None = None) -> None: ...
-        def _decide(
-            self, job: CustomJobRow, state: JobState, error: dict[str, Any] | None = None
-        ) -> None: ...
         def _restart(
             self, job: CustomJobRow, kind: RestartKind, reason: str, grace: float | None = None
         ) -> None: ...
         def _preempt(self, job: CustomJobRow, tasks: list[str], by: str | None = None) -> None: ...
-        def _crashed(self, job: CustomJobRow, replica: ReplicaRow, code: int, detail: str) -> None: ...
+        def _exited(
+            self, job: CustomJobRow, replica: ReplicaRow, status: ReplicaStatus, announce: bool = True
+        ) -> bool: ...
+        def _past_grace(self, job: CustomJobRow, now: datetime) -> bool: ...
         def _record_exit(self, replica: ReplicaRow, phase: Phase, code: int | None, detail: str) -> None: ...
 
     def _gang_of(self, replicas: list[ReplicaRow]) -> GangBackend | None:
@@ -76,7 +82,7 @@ class GangJobs:
         """The gang backend this attempt runs on: the one it went to, or one that takes it (TaskError when
         the job asks for one that cannot)."""
         gang = self._gang_of(replicas)
-        if gang is None and self.gang is not None and self.gang.accepts(job):
+        if gang is None and self.gang is not None and self.gang.accepts(placement(job)):
             gang = self.gang
         return gang
 
@@ -112,9 +118,10 @@ class GangJobs:
     ) -> None:
         taken = self.jobs.ports_in_use() - {r.port for r in replicas}
         try:
-            request = self.launcher.gang_request(job, replicas, pythons, taken, job_timeout(job))
+            request = self.launcher.gang_request(gang, job, replicas, pythons, taken, job_timeout(job))
             # Submitted before a crash but never recorded: adopt it rather than submit it twice.
-            refs = gang.find_gang(request) or gang.launch_gang(request)
+            adopted = gang.find_gang(request) if Capability.ADOPT in gang.capabilities else None
+            refs = adopted or gang.launch_gang(request)
         except (TaskError, LaunchError) as exc:
             self._preparing.pop(job.id, None)
             self._fail(job, Code.FAILED_PRECONDITION, f"The job could not be submitted to {gang.name}: {exc}")
@@ -167,14 +174,7 @@ class GangJobs:
             if status.phase == Phase.LOST:
                 self._gang_lost(job, replica, status.detail)
                 return True
-            log_service(
-                self.job_dir(job), f"Task {replica_task(replica)} completed. Exit code ({status.exit_code})."
-            )
-            if status.exit_code != 0:
-                self._crashed(job, replica, status.exit_code or 0, status.detail)
-                return True
-            if succeeds_on_exit(replica, status.exit_code):
-                self._decide(job, S.JOB_STATE_SUCCEEDED)
+            if self._exited(job, replica, status):
                 return True
         return True
 
@@ -214,8 +214,6 @@ class GangJobs:
                 gang.signal_gang(refs, signal.SIGTERM)
             self.jobs.set_fields(job.id, teardown_started=now)
             job.teardown_started = now
-        elif alive:
-            grace = float(job.outcome.get("grace", self.settings.cancel_grace_seconds))
-            if now - job.teardown_started > timedelta(seconds=grace):
-                gang.signal_gang(refs, signal.SIGKILL)
+        elif alive and self._past_grace(job, now):
+            gang.signal_gang(refs, signal.SIGKILL)
         return alive

@@ -13,7 +13,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from trainworks.backends.base import Backend, GangMember, GangRequest, LaunchRequest, ProcessHandle
+from trainworks.backends.base import (
+    Backend,
+    Capability,
+    GangBackend,
+    GangMember,
+    GangRequest,
+    LaunchRequest,
+    PlacementRequest,
+    ProcessHandle,
+)
 from trainworks.backends.commands import TaskError, host_argv, podman_argv, pool_env
 from trainworks.backends.gpus import accelerators_per_replica, detect_gpus, pick, record_devices
 from trainworks.backends.host_python import HostPython, pip_settings
@@ -22,8 +31,8 @@ from trainworks.backends.python_packages import PackageEnvironments
 from trainworks.catalog.machines import machine_type
 from trainworks.config import Settings
 from trainworks.contract.environment import POOL_NAMES, JobContext, ReplicaSlot, replica_environment
+from trainworks.jobs.service_log import log_service
 from trainworks.kinds.custom_jobs.rules import replica_task
-from trainworks.kinds.custom_jobs.service_log import log_service
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 from trainworks.tuning.trial_jobs import METRIC_FILE, trial_of
 
@@ -55,6 +64,16 @@ def storage_env(settings: Settings) -> dict[str, str]:
     # gcsfs >= 2025 asks the Storage Control gRPC API (TLS, same host:port) for each bucket's layout first;
     # this server has none, and every call would stall a minute before falling back to the JSON API.
     return {"STORAGE_EMULATOR_HOST": settings.storage_url, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+
+
+def placement(job: CustomJobRow) -> PlacementRequest:
+    """What a gang backend decides from whether, and where, the job runs."""
+    return PlacementRequest(
+        project_number=job.project_number,
+        location=job.location,
+        labels=dict(job.labels or {}),
+        persistent_resource_id=job.spec["jobSpec"].get("persistentResourceId"),
+    )
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -115,7 +134,7 @@ class ReplicaLauncher:
     @cached_property
     def podman(self) -> Podman | None:
         """Podman, when this server runs container and python package tasks in containers."""
-        if getattr(self.backend, "container_runtime", "host") != "podman":
+        if Capability.CONTAINERS not in self.backend.capabilities:
             return None
         return Podman.from_settings(self.settings)
 
@@ -151,6 +170,13 @@ class ReplicaLauncher:
                 shutil.copyfile(cached, tmp)
             tmp.replace(target)  # a replica of a restarted server may be reading the previous copy
         return folder
+
+    def gcs_root(self, backend: Backend | GangBackend) -> Path | None:
+        """The bucket root a backend that mounts /gcs shows there; objects in real Cloud Storage would need a
+        FUSE mount instead."""
+        if self.settings.gcs_protocol != "file" or Capability.GCS_MOUNT not in backend.capabilities:
+            return None
+        return self.settings.buckets
 
     def container_names(self, job: CustomJobRow, replicas: Sequence[ReplicaRow]) -> list[str]:
         return sorted({container_name(self.settings.home, job.id, replica_task(r)) for r in replicas})
@@ -192,8 +218,7 @@ class ReplicaLauncher:
             extra["CLOUD_ML_HP_METRIC_FILE"] = str(Path(replica.run_dir) / METRIC_FILE)
         context = replace(context, extra_env={**context.extra_env, **extra})
         env = replica_environment(context, slot, pool_env(pool))
-        # /gcs shows the local bucket root; objects in real Cloud Storage would need a FUSE mount instead.
-        gcs_root = self.settings.buckets if self.settings.gcs_protocol == "file" else None
+        gcs_root = self.gcs_root(self.backend)
         shim_gcs_root: Path | None = gcs_root
         if self.podman is not None:
             # Inside `podman run`: the image is checked first (TaskError naming it when it is not there),
@@ -239,13 +264,14 @@ class ReplicaLauncher:
 
     def gang_request(
         self,
+        gang: GangBackend,
         job: CustomJobRow,
         replicas: Sequence[ReplicaRow],
         pythons: dict[int, Path],
         taken: set[int],
         time_limit: timedelta | None,
     ) -> GangRequest:
-        """Every replica of the current attempt, for a backend that starts them together (Slurm). Replicas
+        """Every replica of the current attempt, for `gang`, which starts them together (Slurm). Replicas
         run their command on the nodes directly (host mode); GPUs are the backend scheduler's business."""
         base = free_port_block(replicas[0].host, len(replicas), taken)
         context = self.context(job, replicas)
@@ -273,13 +299,13 @@ class ReplicaLauncher:
                 GangMember(replica.pool, replica.replica_index, Path(replica.run_dir), extra, python)
             )
         return GangRequest(
-            job=job,
+            placement=placement(job),
             context=context,
             members=tuple(members),
             attempt=job.attempt,
             job_dir=Path(replicas[0].run_dir).parent,
             base_port=base,
             env=host_env(),
-            gcs_root=self.settings.buckets if self.settings.gcs_protocol == "file" else None,
+            gcs_root=self.gcs_root(gang),
             time_limit=time_limit,
         )

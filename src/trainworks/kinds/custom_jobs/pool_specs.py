@@ -1,78 +1,27 @@
 """Turn gcloud-style `custom-jobs create` flags and a --config file into a CustomJob body.
 
-Pure parsing, no network: --worker-pool-spec, ArgList/ArgDict flags (with gcloud's `^D^` separator
-escape), durations, the --config file merged under the flags, and the pools that run a package made from
---local-package-path.
+Pure parsing, no network: --worker-pool-spec, durations, the --config file merged under the flags, and the
+pools that run a package made from --local-package-path. The kind-agnostic flag parsers are in
+`kernel.flags`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from trainworks.kernel.flags import (
+    camelize,
+    disk_spec,
+    duration_seconds,
+    machine_spec,
+    parse_dict,
+    parse_dicts,
+    read_config,
+    split_lists,
+)
 from trainworks.kernel.names import FlagError
-
-
-# ====================================================================== list and dict flags
-def split_list(value: str, delim: str = ",") -> list[str]:
-    """Split a gcloud ArgList value. `^D^` at the start picks another delimiter D (gcloud escaping).
-
-    `a,b` -> [a, b]; `^:^python3:-c:print(1, 2)` -> [python3, -c, print(1, 2)].
-    """
-    if value.startswith("^"):
-        end = value.find("^", 1)
-        if end > 1:
-            delim, value = value[1:end], value[end + 1 :]
-    if value == "":
-        return []
-    return value.split(delim)
-
-
-def split_lists(values: Iterable[str] | None) -> list[str] | None:
-    """A repeated ArgList flag: every occurrence is split and the parts are concatenated."""
-    if not values:
-        return None
-    out: list[str] = []
-    for value in values:
-        out.extend(split_list(value))
-    return out
-
-
-def parse_dict(value: str, flag: str, spec: dict[str, type] | None = None) -> dict[str, Any]:
-    """Parse a gcloud ArgDict value `k=v,k2=v2` (`^D^` escaping too); with `spec`, only its keys are valid."""
-    out: dict[str, Any] = {}
-    for item in split_list(value):
-        if item == "":
-            continue
-        if "=" not in item:
-            raise FlagError(
-                flag,
-                f"bad syntax for dict arg: [{item}]; expected KEY=VALUE pairs separated by commas "
-                "(use the ^D^ prefix to pick another separator, e.g. ^:^k=a,b:k2=c)",
-            )
-        key, val = item.split("=", 1)
-        key = key.strip()
-        if not key:
-            raise FlagError(flag, f"bad syntax for dict arg: [{item}]; the key is empty")
-        if key in out:
-            raise FlagError(flag, f"key [{key}] is given more than once")
-        if spec is not None:
-            if key not in spec:
-                raise FlagError(flag, f"unknown key [{key}]; valid keys are [{', '.join(sorted(spec))}]")
-            if spec[key] is int:
-                try:
-                    out[key] = int(val)
-                except ValueError:
-                    raise FlagError(flag, f"key [{key}] needs an integer, got [{val}]") from None
-                continue
-        out[key] = val
-    return out
-
 
 # ====================================================================== --worker-pool-spec
 #: Keys of --worker-pool-spec, as gcloud's custom-jobs create has them (plus disk-type/disk-size).
@@ -102,7 +51,7 @@ _WORKER_POOL_SPEC_FLAG = "--worker-pool-spec"
 
 
 def _valid_accelerator_types() -> list[str]:
-    from trainworks.jobs.enums import AcceleratorType
+    from trainworks.catalog.accelerators import AcceleratorType
 
     return sorted(a.name for a in AcceleratorType if a.name.startswith(("NVIDIA", "TPU")))
 
@@ -154,17 +103,9 @@ def parse_worker_pool_spec(
     if replicas < 1:
         raise FlagError(flag, f"key [replica-count] must be at least 1, got {replicas}")
 
-    machine: dict[str, Any] = {"machineType": fields["machine-type"]}
-    if accelerator:
-        machine["acceleratorType"] = accelerator
-        machine["acceleratorCount"] = fields.get("accelerator-count", 1)
-    pool: dict[str, Any] = {"machineSpec": machine, "replicaCount": str(replicas)}
-    if "disk-type" in fields or "disk-size" in fields:
-        disk: dict[str, Any] = {}
-        if fields.get("disk-type"):
-            disk["bootDiskType"] = fields["disk-type"]
-        if "disk-size" in fields:
-            disk["bootDiskSizeGb"] = fields["disk-size"]
+    pool: dict[str, Any] = {"machineSpec": machine_spec(fields), "replicaCount": str(replicas)}
+    disk = disk_spec(fields)
+    if disk is not None:
         pool["diskSpec"] = disk
     if has_container:
         pool["containerSpec"] = {"imageUri": fields["container-image-uri"]}
@@ -196,25 +137,11 @@ def parse_worker_pool_specs(
 
 
 # ====================================================================== durations
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
-_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-
-
 def parse_duration(value: str, flag: str = "--timeout") -> str:
     """`3600`, `3600s`, `90m`, `1h30m`, `2d` -> proto Duration JSON (`"5400s"`)."""
-    text = value.strip().lower()
-    seconds: float
-    if re.fullmatch(r"\d+(?:\.\d+)?", text):
-        seconds = float(text)
-    else:
-        pos, seconds = 0, 0.0
-        for match in _DURATION_PART.finditer(text):
-            if match.start() != pos:
-                break
-            seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-            pos = match.end()
-        if not text or pos != len(text):
-            raise FlagError(flag, f"[{value}] is not a duration; use e.g. 3600s, 90m, 1h30m or 2d")
+    seconds = duration_seconds(value)
+    if seconds is None:
+        raise FlagError(flag, f"[{value}] is not a duration; use e.g. 3600s, 90m, 1h30m or 2d")
     if seconds <= 0:
         raise FlagError(flag, f"[{value}] must be a positive duration")
     if seconds == int(seconds):
@@ -223,38 +150,13 @@ def parse_duration(value: str, flag: str = "--timeout") -> str:
 
 
 # ====================================================================== --config
-def _snake_to_camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
-def camelize(value: Any, _map_keys: bool = False) -> Any:
-    """snake_case keys -> lowerCamelCase, recursively; keys inside `labels` (a map) are left alone."""
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            name = str(key) if _map_keys else _snake_to_camel(str(key))
-            out[name] = item if name == "labels" and not _map_keys else camelize(item)
-        return out
-    if isinstance(value, list):
-        return [camelize(v) for v in value]
-    return value
-
-
 def load_config(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read a --config file (YAML or JSON). Returns (job fields, CustomJobSpec).
 
     The file holds a CustomJobSpec like gcloud's --config; a whole CustomJob (with `jobSpec`) is also
     accepted, its displayName and labels then serve as defaults for the flags.
     """
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise FlagError("--config", f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FlagError("--config", f"{path} is not valid YAML or JSON: {exc}") from None
+    data = read_config(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -417,9 +319,7 @@ def build_custom_job(
 
     arg_list = split_lists(args)
     command_list = split_lists(command)
-    env: dict[str, str] = {}
-    for item in env_vars or []:
-        env.update(parse_dict(item, "--env-vars"))
+    env = parse_dicts(env_vars, "--env-vars")
     _apply_task_flags(pools, arg_list, command_list, env, package_uris)
     if local_package is not None:
         apply_local_package(pools, local_package)
@@ -448,8 +348,7 @@ def build_custom_job(
     body["displayName"] = name
     body["jobSpec"] = spec
     merged_labels = dict(job.get("labels") or {})
-    for item in labels or []:
-        merged_labels.update(parse_dict(item, "--labels"))
+    merged_labels.update(parse_dicts(labels, "--labels"))
     if merged_labels:
         body["labels"] = merged_labels
     return body
@@ -462,12 +361,8 @@ __all__ = [
     "apply_local_package",
     "build_custom_job",
     "check_local_package_flags",
-    "camelize",
     "load_config",
-    "parse_dict",
     "parse_duration",
     "parse_worker_pool_spec",
     "parse_worker_pool_specs",
-    "split_list",
-    "split_lists",
 ]

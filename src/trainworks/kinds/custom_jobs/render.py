@@ -1,17 +1,15 @@
-"""How the CLI shows custom jobs: rich summaries and tables for humans, and their log lines. The job rows
-here (`job_rows`, `JOB_STATE_STYLE`) are those of every job kind."""
+"""How the CLI shows custom jobs: rich summaries and tables for humans. What every kind of job shows (its
+first rows, state colours, log lines) is in `jobs.render`."""
 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
+from trainworks.jobs.render import JOB_STATE_STYLE, job_rows
 from trainworks.kernel.render import (
     Column,
-    OutputFormat,
     console,
-    header_rows,
     print_lines,
     print_rows,
     print_table,
@@ -19,25 +17,6 @@ from trainworks.kernel.render import (
     run_time,
     styled,
 )
-from trainworks.submit.capacity import LEDGER_LABEL, CapacityLedger
-
-JOB_STATE_STYLE = {
-    "JOB_STATE_SUCCEEDED": "green",
-    "JOB_STATE_FAILED": "red",
-    "JOB_STATE_CANCELLED": "yellow",
-    "JOB_STATE_CANCELLING": "yellow",
-    "JOB_STATE_RUNNING": "cyan",
-}
-
-
-def print_log_entry(entry: dict[str, Any], fmt: OutputFormat) -> None:
-    """One log entry: `[task] text` for humans, a JSON line for json and yaml."""
-    out = sys.stdout
-    if fmt == OutputFormat.human:
-        out.write(f"[{entry.get('task', '')}] {entry.get('text', '')}\n")
-    else:
-        out.write(json.dumps(entry) + "\n")
-    out.flush()
 
 
 def _describe_pool(index: int, pool: dict[str, Any]) -> str:
@@ -102,21 +81,6 @@ def _status_rows(status: dict[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
-def job_rows(
-    job: dict[str, Any], after_created: list[tuple[str, str]] | None = None
-) -> list[tuple[str, str]]:
-    """The `Label: value` rows every kind of job starts with: name, state, times, error, labels, capacity."""
-    from rich.markup import escape
-
-    rows = header_rows(job, JOB_STATE_STYLE, "JOB_STATE_UNSPECIFIED", after_created)
-    capacity = (job.get("labels") or {}).get(LEDGER_LABEL)
-    if capacity:
-        steps = [f"{region} {outcome}" for region, outcome in CapacityLedger.parse_label(capacity)]
-        earlier = ["(earlier attempts)"] if capacity.startswith("more__") else []
-        rows.append(("Capacity", escape(" -> ".join(earlier + steps))))
-    return rows
-
-
 def print_job_summary(job: dict[str, Any], status: dict[str, Any] | None = None) -> None:
     """One job as aligned `Label: value` lines, then its worker pools."""
     from rich.markup import escape
@@ -163,4 +127,4 @@ def print_job_table(jobs: list[dict[str, Any]]) -> None:
     print_table(columns, rows)
 
 
-__all__ = ["JOB_STATE_STYLE", "job_rows", "print_job_summary", "print_job_table", "print_log_entry"]
+__all__ = ["print_job_summary", "print_job_table"]

@@ -12,38 +12,14 @@ from trainworks.api.state import services
 from trainworks.kernel.bodies import json_body
 from trainworks.kernel.errors import FieldViolation, invalid_argument
 from trainworks.kernel.params import query_param
-from trainworks.kernel.routes import (
-    API_VERSION,
-    BODY,
-    LIST,
-    Collection,
-    JsonObject,
-    cancel,
-    create,
-    delete,
-    get,
-    list_,
-)
+from trainworks.kernel.routes import Collection, JsonObject, job_methods
 from trainworks.kinds.custom_jobs.service import CustomJobService
 
 PARENT = "/projects/{project}/locations/{location}/customJobs"
 
 
-def _service(request: Request) -> CustomJobService:
-    return services(request).custom_jobs
-
-
 CUSTOM_JOBS = Collection(
-    "customJobs",
-    "job_id",
-    _service,
-    [
-        create(CustomJobService.create, BODY),
-        list_(CustomJobService.list, *LIST),
-        get(CustomJobService.get),
-        cancel(CustomJobService.cancel),
-        delete(CustomJobService.delete, API_VERSION),
-    ],
+    "customJobs", "job_id", lambda request: services(request).custom_jobs, job_methods(CustomJobService)
 )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from trainworks.contract.environment import POOL_NAMES
+from trainworks.contract.environment import POOL_NAMES, task_name
 from trainworks.jobs.enums import Strategy
 from trainworks.kernel.wire import parse_duration
 from trainworks.kinds.custom_jobs.wire import DEFAULT_TIMEOUT
@@ -33,14 +33,9 @@ class RestartKind(enum.StrEnum):
     WORKER = "worker"  # a lost replica restarted on its own
 
 
-# A task (replica) name, as a shell or a preemption names one: workerpool{P}-{i}.
-TASK_NAME = re.compile(r"^workerpool[0-3]-\d+$")
+# A task (replica) name, as a shell or a preemption names one: workerpool{P}-{i} (contract's task_name).
+TASK_NAME = re.compile(rf"^(?:{'|'.join(POOL_NAMES)})-\d+$")
 PRIMARY = (0, 0)  # (pool, index) of the primary replica, whose exit 0 ends the job
-
-
-def task_name(pool: int, index: int) -> str:
-    """workerpool{P}-{i}: a replica's name in logs, run directories, CLUSTER_SPEC and the API."""
-    return f"{POOL_NAMES[pool]}-{index}"
 
 
 def replica_task(replica: ReplicaRow) -> str:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import builtins
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement
 
+from trainworks.catalog.billing import Usage
 from trainworks.jobs import listing
 from trainworks.jobs.enums import JobState
-from trainworks.jobs.lifecycle import request_cancel, request_delete
 from trainworks.jobs.service import (
+    JobKindService,
     add_job_status,
     admit_outputs,
-    find_job,
     insert_new_job,
-    list_jobs,
     refuse_unschedulable,
 )
 from trainworks.kernel.errors import FieldViolation, invalid_argument
@@ -25,6 +26,7 @@ from trainworks.kernel.projects import Projects
 from trainworks.kernel.wire import now_utc
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.store import JobStore
+from trainworks.kinds.custom_jobs.usage import job_usage
 from trainworks.kinds.custom_jobs.validation import validate_custom_job
 from trainworks.kinds.custom_jobs.web_access import wants_web_access, web_access_uris
 from trainworks.kinds.custom_jobs.wire import CustomJob, CustomJobSpec, input_dict
@@ -34,6 +36,7 @@ from trainworks.storage.output_buckets import OutputBuckets
 from trainworks.store.tables import CustomJobRow
 
 S = JobState
+_USAGE_PAGE = 1000  # jobs read at once for the costs report
 
 
 def job_filter(filter_text: str) -> ColumnElement[bool] | None:
@@ -48,7 +51,12 @@ def job_wire(row: CustomJobRow) -> dict[str, Any]:
     return add_job_status(out, row, S(row.state).name)
 
 
-class CustomJobService:
+class CustomJobService(JobKindService[CustomJobRow]):
+    what = "CustomJob"
+    collection = "customJobs"
+    name_of = staticmethod(custom_job_name)
+    store: JobStore
+
     def __init__(
         self,
         jobs: JobStore,
@@ -64,7 +72,7 @@ class CustomJobService:
         self.web_access_base = web_access_base
         self.inventory = inventory or default_inventory()
         self.persistent_resources = persistent_resources
-        self.jobs = jobs
+        self.store = jobs
         self.projects = projects
         self.operations = operations
         self.wake = wake
@@ -84,7 +92,7 @@ class CustomJobService:
         if not job.job_spec.persistent_resource_id:
             refuse_unschedulable(self.inventory, request, "The job")
         row = insert_new_job(
-            self.jobs,
+            self.store,
             CustomJobRow,
             project_number=number,
             location=location,
@@ -110,9 +118,6 @@ class CustomJobService:
 
         return check
 
-    def find(self, project: str, location: str, job_id: str) -> CustomJobRow:
-        return find_job(self.jobs, self.projects, project, location, job_id, "CustomJob", custom_job_name)
-
     def get(self, project: str, location: str, job_id: str) -> dict[str, Any]:
         return self.wire(self.find(project, location, job_id))
 
@@ -120,25 +125,60 @@ class CustomJobService:
         """job_wire plus webAccessUris, which only running jobs with enableWebAccess have."""
         out = job_wire(row)
         if self.web_access_base and wants_web_access(row):
-            uris = web_access_uris(self.web_access_base, row, self.jobs.replicas(row.id, row.attempt))
+            uris = web_access_uris(self.web_access_base, row, self.store.replicas(row.id, row.attempt))
             if uris:
                 out["webAccessUris"] = uris
         return out
 
-    def list(
-        self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
-    ) -> dict[str, Any]:
-        page = (page_size, page_token, filter_text, read_mask)
-        return list_jobs(
-            self.jobs, self.projects, project, location, page, job_filter, "customJobs", self.wire
+    def where(self, filter_text: str) -> ColumnElement[bool] | None:
+        return job_filter(filter_text)
+
+    def job_usages(self, project_number: str, location: str, filter_text: str) -> builtins.list[Usage]:
+        """What every job of the parent matching the list filter was billed (the costs report's rows)."""
+        where = job_filter(filter_text)
+        usages: builtins.list[Usage] = []
+        after: tuple[datetime, int] | None = None
+        while True:
+            page = self.store.page(project_number, location, where, after, _USAGE_PAGE)
+            replicas = self.store.replicas_of([job.id for job in page])
+            usages += [job_usage(job, replicas.get(job.id, [])) for job in page]
+            if len(page) < _USAGE_PAGE:
+                return usages
+            after = (page[-1].create_time, page[-1].id)
+
+    # ---------------------------------------- for the kinds that run on custom jobs (by ID, any project)
+    def job_row(self, job_id: int) -> CustomJobRow | None:
+        """The stored job, whatever its project; None when it is gone."""
+        return self.store.get(job_id)
+
+    def project_of(self, job_id: int) -> str | None:
+        """The project number of the job; None when it is gone."""
+        row = self.store.get(job_id)
+        return row.project_number if row is not None else None
+
+    def jobs_labelled(self, key: str, value: str) -> builtins.list[CustomJobRow]:
+        """The jobs carrying the label key=value (those a tuning job or a pipeline created)."""
+        return self.store.by_label(key, value)
+
+    def active_jobs(self) -> builtins.list[CustomJobRow]:
+        """Jobs not finished yet, and finished ones being deleted, oldest first."""
+        return self.store.active()
+
+    def remove_job(self, job_id: int) -> None:
+        """Remove a finished job and its replicas at once (the job of a deleted tuning job's trial)."""
+        self.store.remove(job_id)
+
+    def decide_outcome(self, job_id: int, from_states: Iterable[JobState], outcome: dict[str, Any]) -> bool:
+        """Record how the job ends (its controller then stops it), if it is still in one of `from_states`
+        (compare-and-set); True when it was."""
+        return self.store.transition(job_id, from_states, outcome=outcome)
+
+    def admit_queued(self, job_id: int) -> bool:
+        """QUEUED -> PENDING (compare-and-set): the job may start; True when it was still queued."""
+        return self.store.transition(
+            job_id, [S.JOB_STATE_QUEUED], state=S.JOB_STATE_PENDING, zone=None, waiting_reason=None
         )
 
-    def cancel(self, project: str, location: str, job_id: str) -> None:
-        if request_cancel(self.jobs, lambda: self.find(project, location, job_id), "CustomJob", job_id):
-            self.wake()
-
-    def delete(self, project: str, location: str, job_id: str, api_version: str = "v1") -> dict[str, Any]:
-        row = self.find(project, location, job_id)
-        op = request_delete(self.jobs, self.operations, row, "CustomJob", job_id, "customJobs", api_version)
-        self.wake()
-        return op
+    def set_waiting_reason(self, job_id: int, reason: str) -> None:
+        """Why the queued job waits (shown on the job)."""
+        self.store.set_fields(job_id, waiting_reason=reason)

@@ -25,7 +25,7 @@ import httpx
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from trainworks.client.rest import ApiError, TrainworksConnectionError
+from trainworks.kernel.client import ApiError, TrainworksConnectionError
 
 
 def shell_url(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainworks.costs.service import job_cost
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument
 from trainworks.kernel.names import custom_job_name
 from trainworks.kernel.wire import format_timestamp
 from trainworks.kinds.custom_jobs.rules import is_spot, replica_task
 from trainworks.kinds.custom_jobs.service import CustomJobService
+from trainworks.kinds.custom_jobs.usage import job_cost
 from trainworks.store.tables import ReplicaRow
 
 S = JobState
@@ -44,7 +44,7 @@ class JobStatusService:
 
     def __init__(self, jobs: CustomJobService) -> None:
         self.service = jobs
-        self.jobs = jobs.jobs
+        self.jobs = jobs.store
 
     def status(self, project: str, location: str, job_id: str) -> dict[str, Any]:
         row = self.service.find(project, location, job_id)

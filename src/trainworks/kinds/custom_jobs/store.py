@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
-from trainworks.jobs.store import ACTIVE_STATES, JobRows
+from trainworks.jobs.store import JobRows
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 
-__all__ = ["ACTIVE_STATES", "JobStore"]
+_IN_CHUNK = 500  # job ids per IN (...) query
 
 
 class JobStore(JobRows[CustomJobRow]):
@@ -18,13 +19,8 @@ class JobStore(JobRows[CustomJobRow]):
 
     row = CustomJobRow
 
-    def remove(self, job_id: int, finish_operation: int | None = None) -> None:
-        """Remove the job and its replicas; complete its delete operation in the same transaction, so a crash
-        cannot leave the job gone and its operation never done."""
-        with self.db.session() as session:
-            session.execute(delete(ReplicaRow).where(ReplicaRow.job_id == job_id))
-            session.execute(delete(CustomJobRow).where(CustomJobRow.id == job_id))
-            self.finish_delete_in(session, finish_operation)
+    def _remove_owned_in(self, session: Session, job_id: int) -> None:
+        session.execute(delete(ReplicaRow).where(ReplicaRow.job_id == job_id))
 
     # -------------------------------------------------------------- replicas
     def replicas(self, job_id: int, attempt: int | None = None) -> list[ReplicaRow]:
@@ -52,12 +48,15 @@ class JobStore(JobRows[CustomJobRow]):
         with self.db.session() as session:
             session.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
 
-    def by_label(self, key: str, value: str) -> list[CustomJobRow]:
-        """Jobs carrying the label key=value (the CustomJobs backing one tuning job's trials)."""
-        with self.db.session() as session:
-            return list(
-                session.scalars(select(CustomJobRow).where(CustomJobRow.labels[key].as_string() == value))
-            )
+    def replicas_of(self, job_ids: list[int]) -> dict[int, list[ReplicaRow]]:
+        """Every replica row (all attempts) of these jobs, in as few queries as the IN limit allows."""
+        out: dict[int, list[ReplicaRow]] = {}
+        for i in range(0, len(job_ids), _IN_CHUNK):
+            query = select(ReplicaRow).where(ReplicaRow.job_id.in_(job_ids[i : i + _IN_CHUNK]))
+            with self.db.session() as session:
+                for replica in session.scalars(query):
+                    out.setdefault(replica.job_id, []).append(replica)
+        return out
 
     def live_replica_dirs(self) -> list[str]:
         with self.db.session() as session:

@@ -24,6 +24,7 @@ import typer
 from trainworks.kernel.cli import NO_FORMAT, Options, command
 from trainworks.kernel.render import print_status
 from trainworks.kinds.custom_jobs.cli import CUSTOM_JOBS, JobArg
+from trainworks.kinds.custom_jobs.client import CustomJobsClient
 from trainworks.ports import bindable
 
 HOST = "127.0.0.1"
@@ -94,11 +95,7 @@ def tensorboard(
         print_status("ERROR: TensorBoard is not installed here: pip install 'trainworks[tensorboard]'.")
         raise typer.Exit(1)
     name = opts.name(CUSTOM_JOBS, job)
-    client = opts.client()
-    try:
-        info = client.get_custom_job_tensorboard(name)
-    finally:
-        client.close()
+    info = opts.call(CustomJobsClient, lambda client: client.get_custom_job_tensorboard(name))
     log_dir = choose_log_dir(info, opts.endpoint)
     if not bindable(HOST, port):  # else an old TensorBoard there would pass for this one
         print_status(f"ERROR: --port: {HOST}:{port} is in use; pick another port.")

@@ -9,12 +9,15 @@ from datetime import timedelta
 from typing import Protocol
 
 from trainworks.catalog import machines
-from trainworks.jobs.enums import AcceleratorType, ReservationAffinityType, Strategy
+from trainworks.catalog.accelerators import AcceleratorType
+from trainworks.jobs.enums import ReservationAffinityType, Strategy
 from trainworks.kernel.errors import FieldViolation
 from trainworks.kernel.wire_errors import map_key
 from trainworks.kinds.custom_jobs.wire import (
     CustomJob,
     CustomJobSpec,
+    DiskSpec,
+    EncryptionSpec,
     EnvVar,
     MachineSpec,
     ReservationAffinity,
@@ -68,6 +71,41 @@ def check_labels(labels: dict[str, str], path: str = "labels") -> list[FieldViol
     return out
 
 
+def check_display_name(
+    name: str, path: str = "display_name", *, required: bool = True
+) -> list[FieldViolation]:
+    if required and not name.strip():
+        return [FieldViolation(path, "Required field is not set.")]
+    if len(name) > MAX_DISPLAY_NAME:
+        return [FieldViolation(path, f"must be at most {MAX_DISPLAY_NAME} characters")]
+    return []
+
+
+def check_encryption_spec(spec: EncryptionSpec | None, path: str = "encryption_spec") -> list[FieldViolation]:
+    """A customer-managed key, when the spec is given, must be named."""
+    if spec is not None and not spec.kms_key_name:
+        return [FieldViolation(f"{path}.kms_key_name", "Required field is not set.")]
+    return []
+
+
+def check_boot_disk_size(disk: DiskSpec | None, path: str) -> list[FieldViolation]:
+    """A boot disk of 10 to 65536 GB (0: the default size); `path` names the DiskSpec."""
+    if disk is not None and disk.boot_disk_size_gb and not 10 <= disk.boot_disk_size_gb <= 65536:
+        return [FieldViolation(f"{path}.boot_disk_size_gb", "must be between 10 and 65536")]
+    return []
+
+
+def check_required_format(
+    value: str, path: str, valid: Callable[[str], object], invalid: str
+) -> list[FieldViolation]:
+    """A required string field with a format: "not set" when empty, else `invalid` when `valid` rejects it."""
+    if not value:
+        return [FieldViolation(path, "Required field is not set.")]
+    if not valid(value):
+        return [FieldViolation(path, invalid)]
+    return []
+
+
 def _check_env(env: list[EnvVar], path: str) -> list[FieldViolation]:
     out: list[FieldViolation] = []
     if len(env) > MAX_ENV:
@@ -75,16 +113,13 @@ def _check_env(env: list[EnvVar], path: str) -> list[FieldViolation]:
     for i, var in enumerate(env):
         # Both are REQUIRED; proto3 cannot tell "" from absent, so an empty value is "not set" (Vertex
         # answers `...env[0].value; Message: Required field is not set.`).
-        if not var.name:
-            out.append(FieldViolation(f"{path}[{i}].name", "Required field is not set."))
-        elif not _ENV_NAME.match(var.name):
-            out.append(
-                FieldViolation(
-                    f"{path}[{i}].name",
-                    f"{var.name!r} is not a valid environment variable name (letters, digits and '_', "
-                    "not starting with a digit)",
-                )
-            )
+        out += check_required_format(
+            var.name,
+            f"{path}[{i}].name",
+            _ENV_NAME.match,
+            f"{var.name!r} is not a valid environment variable name (letters, digits and '_', "
+            "not starting with a digit)",
+        )
         if not var.value:
             out.append(FieldViolation(f"{path}[{i}].value", "Required field is not set."))
     return out
@@ -251,12 +286,7 @@ def _check_pool(pool: WorkerPoolSpec, index: int, path: str) -> list[FieldViolat
         where = f"{path}.machine_spec.reservation_affinity"
         out += _check_reservation_affinity(pool.machine_spec.reservation_affinity, where)
     out += _check_task(pool, path)
-    if (
-        pool.disk_spec
-        and pool.disk_spec.boot_disk_size_gb
-        and not 10 <= pool.disk_spec.boot_disk_size_gb <= 65536
-    ):
-        out.append(FieldViolation(f"{path}.disk_spec.boot_disk_size_gb", "must be between 10 and 65536"))
+    out += check_boot_disk_size(pool.disk_spec, f"{path}.disk_spec")
     for i, mount in enumerate(pool.nfs_mounts):
         where = f"{path}.nfs_mounts[{i}]"
         for name in ("server", "path", "mount_point"):
@@ -338,15 +368,19 @@ def _check_spec(spec: CustomJobSpec, path: str) -> list[FieldViolation]:
     return out
 
 
-def _check_priority(labels: dict[str, str]) -> list[FieldViolation]:
+def check_job_labels(labels: dict[str, str]) -> list[FieldViolation]:
+    """A job's labels: the label rules, and the scheduling priority label holds an integer."""
+    out = check_labels(labels)
     value = labels.get(PRIORITY_LABEL)
     if value is None:
-        return []
+        return out
     try:
         int(value)
     except ValueError:
-        return [FieldViolation(f'labels["{PRIORITY_LABEL}"]', "the scheduling priority must be an integer")]
-    return []
+        out.append(
+            FieldViolation(f'labels["{PRIORITY_LABEL}"]', "the scheduling priority must be an integer")
+        )
+    return out
 
 
 # Checks a job's persistentResourceId against the stored resources (kinds/persistent_resources/service.py):
@@ -367,23 +401,25 @@ def _check_persistent_resource(
     return check(spec, path)
 
 
+def check_job_spec(
+    spec: CustomJobSpec, path: str, persistent_resources: PersistentResourceCheck | None = None
+) -> list[FieldViolation]:
+    """A CustomJobSpec wherever it stands (a job, a tuning job's trials, a training pipeline's task inputs);
+    its persistent resource is looked up only once the rest of the spec is valid."""
+    out = _check_spec(spec, path)
+    if spec.persistent_resource_id and not out:
+        out += _check_persistent_resource(spec, path, persistent_resources)
+    return out
+
+
 def validate_custom_job(
     job: CustomJob, persistent_resources: PersistentResourceCheck | None = None
 ) -> list[FieldViolation]:
-    out: list[FieldViolation] = []
-    if not job.display_name.strip():
-        out.append(FieldViolation("display_name", "Required field is not set."))
-    elif len(job.display_name) > MAX_DISPLAY_NAME:
-        out.append(FieldViolation("display_name", f"must be at most {MAX_DISPLAY_NAME} characters"))
+    out = check_display_name(job.display_name)
     if job.job_spec is None:
         out.append(FieldViolation("job_spec", "Required field is not set."))
     else:
-        spec_violations = _check_spec(job.job_spec, "job_spec")
-        out += spec_violations
-        if job.job_spec.persistent_resource_id and not spec_violations:
-            out += _check_persistent_resource(job.job_spec, "job_spec", persistent_resources)
-    out += check_labels(job.labels)
-    out += _check_priority(job.labels)
-    if job.encryption_spec is not None and not job.encryption_spec.kms_key_name:
-        out.append(FieldViolation("encryption_spec.kms_key_name", "Required field is not set."))
+        out += check_job_spec(job.job_spec, "job_spec", persistent_resources)
+    out += check_job_labels(job.labels)
+    out += check_encryption_spec(job.encryption_spec)
     return out

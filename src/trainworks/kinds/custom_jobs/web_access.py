@@ -51,7 +51,7 @@ def shell_replica(
             f"The CustomJob {job_id} is {S(row.state).name}; "
             "a shell opens only into the replicas of a running job."
         )
-    replicas = service.jobs.replicas(row.id, row.attempt)
+    replicas = service.store.replicas(row.id, row.attempt)
     names = {replica_task(r): r for r in replicas}
     if replica not in names:
         raise invalid_argument(

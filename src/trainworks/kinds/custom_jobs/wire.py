@@ -5,14 +5,19 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import StrictBool
-
-from trainworks.jobs.enums import AcceleratorType, JobState, ReservationAffinityType, Strategy
+from trainworks.catalog.accelerators import AcceleratorType
+from trainworks.jobs.enums import JobState, ReservationAffinityType, Strategy
 from trainworks.kernel.status import Status
-from trainworks.kernel.wire import Duration, Int32, Int64, Timestamp, WireModel, enum_field
-
-# The proto JSON parser takes only `true`/`false` for a bool: no "true" strings, no 0/1.
-Bool = StrictBool
+from trainworks.kernel.wire import (
+    Bool,
+    Duration,
+    Int32,
+    Int64,
+    Timestamp,
+    WireModel,
+    enum_field,
+    without_fields,
+)
 
 
 class EnvVar(WireModel):
@@ -168,7 +173,8 @@ class CustomJob(WireModel):
     satisfies_pzi: Bool = False
 
 
-OUTPUT_ONLY_FIELDS = frozenset(
+# What the service sets on every job of the family (custom and tuning jobs): ignored on input.
+JOB_OUTPUT_ONLY_FIELDS = frozenset(
     {
         "name",
         "state",
@@ -177,22 +183,16 @@ OUTPUT_ONLY_FIELDS = frozenset(
         "end_time",
         "update_time",
         "error",
-        "web_access_uris",
         "satisfies_pzs",
         "satisfies_pzi",
     }
 )
-
-
-def strip_output_only(job: CustomJob) -> CustomJob:
-    """Output-only fields sent on create are ignored, as the service does."""
-    kept = {k: getattr(job, k) for k in job.model_fields_set if k not in OUTPUT_ONLY_FIELDS}
-    return CustomJob.model_validate(kept)
+OUTPUT_ONLY_FIELDS = JOB_OUTPUT_ONLY_FIELDS | {"web_access_uris"}
 
 
 def input_dict(job: CustomJob) -> dict[str, Any]:
     """The user-settable part of a job, as canonical JSON (what is stored and echoed back)."""
-    return strip_output_only(job).to_wire()
+    return without_fields(job, OUTPUT_ONLY_FIELDS).to_wire()
 
 
 __all__ = [

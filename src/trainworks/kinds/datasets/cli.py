@@ -12,11 +12,11 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.client.rest import TrainworksClient
-from trainworks.kernel.cli import Options, command, exit_unless_succeeded, operation_done
+from trainworks.kernel.cli import Options, command, exit_unless_succeeded, name_argument, operation_done
+from trainworks.kernel.flags import parse_dict
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kernel.render import print_data, print_status
-from trainworks.kinds.custom_jobs.pool_specs import parse_dict
+from trainworks.kinds.datasets.client import DatasetsClient
 
 app = typer.Typer(
     name="datasets",
@@ -25,11 +25,8 @@ app = typer.Typer(
     help="Create and manage datasets for training pipelines (like `gcloud ai datasets`).",
 )
 
-DatasetArg = Annotated[
-    str,
-    typer.Argument(metavar="DATASET", help="Dataset ID, or full name projects/P/locations/L/datasets/ID."),
-]
 DATASETS = NameSpec("datasets", "DATASET", "Dataset", "dataset", "Dataset")
+DatasetArg = Annotated[str, name_argument(DATASETS)]
 SCHEMA_PREFIX = "gs://google-cloud-aiplatform/schema/dataset/metadata/"
 NON_TABULAR = ("text", "image", "video")
 
@@ -49,7 +46,7 @@ def _gcs_imports(jsonl: str) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ operations
-def _finish(client: TrainworksClient, op: dict[str, Any], what: str) -> dict[str, Any]:
+def _finish(client: DatasetsClient, op: dict[str, Any], what: str) -> dict[str, Any]:
     """The finished operation (waiting up to 300 s if it is not done yet); its error exits 1."""
     op = operation_done(client, op, 300.0)
     exit_unless_succeeded(op, what, 300.0)
@@ -132,7 +129,7 @@ def create(
         body["metadata"] = {"inputConfig": {"gcsSource": {"uri": split_uris(csv)}}}
     else:
         body["metadataSchemaUri"] = SCHEMA_PREFIX + f"{schema}_1.0.0.yaml"
-    with opts.client() as client:
+    with opts.client(DatasetsClient) as client:
         op = _finish(client, client.create_dataset(parent, body), "creating the dataset")
         dataset = {k: v for k, v in op["response"].items() if k != "@type"}
         if jsonl:
@@ -155,7 +152,7 @@ def import_(
 ) -> None:
     """Add the items of JSONL objects to a non-tabular dataset."""
     name = opts.name(DATASETS, dataset)
-    with opts.client() as client:
+    with opts.client(DatasetsClient) as client:
         _finish(client, client.import_data(name, _gcs_imports(jsonl)), f"importing into Dataset [{name}]")
         result = client.get_dataset(name)
     if not opts.human:
@@ -179,8 +176,9 @@ def list_(
 ) -> None:
     """List datasets, newest first unless --sort-by says otherwise."""
     parent = opts.parent()
-    with opts.client() as client:
-        datasets = list(client.list_datasets(parent, filter, order_by=sort_by))
+    datasets = opts.call(
+        DatasetsClient, lambda client: list(client.list_datasets(parent, filter, order_by=sort_by))
+    )
     opts.show(datasets, print_dataset_table)
 
 
@@ -192,9 +190,7 @@ def describe(
 ) -> None:
     """Show a dataset."""
     name = opts.name(DATASETS, dataset)
-    with opts.client() as client:
-        result = client.get_dataset(name)
-    opts.show(result, print_dataset)
+    opts.show(opts.call(DatasetsClient, lambda client: client.get_dataset(name)), print_dataset)
 
 
 @command(app)
@@ -205,7 +201,7 @@ def delete(
 ) -> None:
     """Delete a dataset and the server's copy of its data."""
     name = opts.name(DATASETS, dataset)
-    with opts.client() as client:
+    with opts.client(DatasetsClient) as client:
         op = _finish(client, client.delete_dataset(name), f"deleting Dataset [{name}]")
     opts.show(op, lambda _op: print_status(f"Deleted Dataset [{name}]."))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import (
@@ -13,32 +13,24 @@ from trainworks.kernel.routes import (
     READ_MASK,
     UPDATE_MASK,
     Collection,
-    create,
-    delete,
-    get,
-    list_,
-    update,
+    lro_methods,
     verb,
 )
 from trainworks.kinds.datasets.service import DatasetService
 
-
-def _service(request: Request) -> DatasetService:
-    return required(services(request).datasets)
-
-
 DATASETS = Collection(
     "datasets",
     "dataset_id",
-    _service,
-    [
-        create(DatasetService.create, BODY, API_VERSION),
-        list_(DatasetService.list, *LIST, ORDER_BY),
-        get(DatasetService.get, READ_MASK),
-        update(DatasetService.update, BODY, UPDATE_MASK),
-        verb("POST", "import", "import_data", DatasetService.import_data, BODY, API_VERSION),
-        delete(DatasetService.delete, API_VERSION),
-    ],
+    lambda request: required(services(request).datasets),
+    lro_methods(
+        DatasetService,
+        create_args=(BODY, API_VERSION),
+        list_args=(*LIST, ORDER_BY),
+        get_args=(READ_MASK,),
+        update_args=(BODY, UPDATE_MASK),
+        delete_args=(API_VERSION,),
+        verbs=[verb("POST", "import", "import_data", DatasetService.import_data, BODY, API_VERSION)],
+    ),
 )
 
 

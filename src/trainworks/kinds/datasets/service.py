@@ -29,7 +29,7 @@ from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kernel.wire_errors import parse_body, snake
-from trainworks.kinds.custom_jobs.validation import MAX_DISPLAY_NAME, check_labels
+from trainworks.kinds.custom_jobs.validation import check_display_name, check_labels
 from trainworks.kinds.datasets import files, splits
 from trainworks.kinds.datasets.store import DatasetStore
 from trainworks.kinds.datasets.wire import (
@@ -337,7 +337,7 @@ class DatasetService:
         violations: list[FieldViolation] = []
         values: dict[str, Any] = {}
         if "display_name" in paths:
-            violations += _check_display_name(dataset.display_name)
+            violations += check_display_name(dataset.display_name)
             spec["displayName"] = dataset.display_name
             values["display_name"] = dataset.display_name
         if "description" in paths:
@@ -482,14 +482,6 @@ class DatasetService:
 
 
 # ------------------------------------------------------------------ checks (pure)
-def _check_display_name(name: str) -> list[FieldViolation]:
-    if not name.strip():
-        return [FieldViolation("display_name", "Required field is not set.")]
-    if len(name) > MAX_DISPLAY_NAME:
-        return [FieldViolation("display_name", f"must be at most {MAX_DISPLAY_NAME} characters")]
-    return []
-
-
 def _check_description(text: str) -> list[FieldViolation]:
     if len(text) > MAX_DESCRIPTION:
         return [FieldViolation("description", f"must be at most {MAX_DESCRIPTION} characters")]
@@ -497,7 +489,7 @@ def _check_description(text: str) -> list[FieldViolation]:
 
 
 def _check_dataset(dataset: Dataset) -> list[FieldViolation]:
-    out = _check_display_name(dataset.display_name) + _check_description(dataset.description)
+    out = check_display_name(dataset.display_name) + _check_description(dataset.description)
     out += check_labels(dict(dataset.labels))
     uri = dataset.metadata_schema_uri
     if not uri:

@@ -5,18 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, CursorResult, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, CursorResult, delete, update
 
 from trainworks.kernel.lro_store import record_in
-from trainworks.store.database import Database
+from trainworks.kernel.rows import NewestFirstRows, by_offset, in_location
 from trainworks.store.tables import DatasetRow, OperationRow
 
 OPERATION_POINT = "dataset-operation"  # crash point: a change and its finished operation are being stored
 
 
-class DatasetStore:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+class DatasetStore(NewestFirstRows[DatasetRow]):
+    row = DatasetRow
 
     def insert(self, row: DatasetRow, operation: OperationRow | None = None) -> DatasetRow:
         """Store a new dataset, and the operation reporting it in the same transaction."""
@@ -33,32 +32,6 @@ class DatasetStore:
             return None
         return row
 
-    def page(
-        self,
-        project_number: str,
-        location: str,
-        where: ColumnElement[bool] | None,
-        after: tuple[datetime, int] | None,
-        limit: int,
-    ) -> list[DatasetRow]:
-        """Newest first; `after` is the (create_time, id) of the last row of the previous page."""
-        query = select(DatasetRow).where(
-            DatasetRow.project_number == project_number, DatasetRow.location == location
-        )
-        if where is not None:
-            query = query.where(where)
-        if after is not None:
-            created, dataset_id = after
-            query = query.where(
-                or_(
-                    DatasetRow.create_time < created,
-                    and_(DatasetRow.create_time == created, DatasetRow.id < dataset_id),
-                )
-            )
-        query = query.order_by(DatasetRow.create_time.desc(), DatasetRow.id.desc()).limit(limit)
-        with self.db.session() as session:
-            return list(session.scalars(query))
-
     def ordered_page(
         self,
         project_number: str,
@@ -69,12 +42,14 @@ class DatasetStore:
         limit: int,
     ) -> list[DatasetRow]:
         """A page in a caller-chosen order (`orderBy`), by offset."""
-        query = select(DatasetRow).where(
-            DatasetRow.project_number == project_number, DatasetRow.location == location
+        query = by_offset(
+            in_location(DatasetRow, project_number, location, None),
+            where,
+            order,
+            DatasetRow.id.desc(),
+            offset,
+            limit,
         )
-        if where is not None:
-            query = query.where(where)
-        query = query.order_by(*order, DatasetRow.id.desc()).offset(offset).limit(limit)
         with self.db.session() as session:
             return list(session.scalars(query))
 

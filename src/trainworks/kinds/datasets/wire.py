@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainworks.kernel.wire import Int64, Timestamp, WireModel
-from trainworks.kinds.custom_jobs.wire import Bool, EncryptionSpec, GcsDestination
-from trainworks.kinds.tuning_jobs.wire import Double
+from trainworks.kernel.wire import Bool, Double, Int64, Timestamp, WireModel, without_fields
+from trainworks.kinds.custom_jobs.wire import EncryptionSpec, GcsDestination
 
 SCHEMA_PREFIX = "gs://google-cloud-aiplatform/schema/dataset/metadata/"
 TABULAR_SCHEMA = SCHEMA_PREFIX + "tabular_1.0.0.yaml"
@@ -78,10 +77,9 @@ OUTPUT_ONLY_FIELDS = frozenset(
 
 
 def input_dict(dataset: Dataset) -> dict[str, Any]:
-    """The user-settable part of a dataset as canonical JSON (what is stored and echoed back)."""
-    kept = {k: getattr(dataset, k) for k in dataset.model_fields_set if k not in OUTPUT_ONLY_FIELDS}
-    kept.pop("etag", None)
-    return Dataset.model_validate(kept).to_wire()
+    """The user-settable part of a dataset as canonical JSON (what is stored and echoed back); the etag is
+    the service's too."""
+    return without_fields(dataset, OUTPUT_ONLY_FIELDS | {"etag"}).to_wire()
 
 
 class GcsSource(WireModel):
@@ -103,6 +101,9 @@ class ImportDataBody(WireModel):
 
 
 # ------------------------------------------------------------------ InputDataConfig (training pipelines)
+# The datasets export what a training pipeline's InputDataConfig asks for, so its messages live here; the
+# pipeline's own model (kinds/training_pipelines/wire.py) adds the parser's oneof checks, while the export
+# reports two splits as a field violation.
 class FractionSplit(WireModel):
     training_fraction: Double = 0.0
     validation_fraction: Double = 0.0
@@ -147,8 +148,10 @@ class InputDataConfig(WireModel):
 
 
 SPLIT_FIELDS = ("fraction_split", "filter_split", "predefined_split", "timestamp_split", "stratified_split")
+DESTINATION_FIELDS = ("gcs_destination", "bigquery_destination")
 
 __all__ = [
+    "DESTINATION_FIELDS",
     "SCHEMA_FORMATS",
     "SPLIT_FIELDS",
     "TABULAR_SCHEMA",

@@ -12,18 +12,20 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.client.rest import TrainworksClient
 from trainworks.kernel.cli import (
+    DeleteTimeoutOpt,
+    LabelsOpt,
     Options,
     command,
-    exit_unless_succeeded,
-    operation_done,
+    name_argument,
     page_size_for,
+    run_operation,
     take,
 )
+from trainworks.kernel.flags import parse_dicts, split_list
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kernel.render import Column, OutputFormat, print_data, print_status, print_table, resource_id
-from trainworks.kinds.custom_jobs.pool_specs import parse_dict, split_list
+from trainworks.kinds.models.client import ModelsClient
 
 app = typer.Typer(
     name="models",
@@ -36,9 +38,8 @@ _ARG = "MODEL"
 MODELS = NameSpec("models", _ARG, "model", "model", "model")
 ModelArg = Annotated[
     str,
-    typer.Argument(
-        metavar=_ARG,
-        help="Model ID or full name projects/P/locations/L/models/ID, optionally with @VERSION or @ALIAS.",
+    name_argument(
+        MODELS, "Model ID or full name projects/P/locations/L/models/ID, optionally with @VERSION or @ALIAS."
     ),
 ]
 
@@ -79,9 +80,7 @@ def build_upload(
     aliases = [a.strip() for a in split_list(version_aliases or "") if a.strip()]
     if aliases:
         model["versionAliases"] = aliases
-    merged: dict[str, str] = {}
-    for item in labels or []:
-        merged.update(parse_dict(item, "--labels"))
+    merged = parse_dicts(labels, "--labels")
     if merged:
         model["labels"] = merged
     body: dict[str, Any] = {"model": model}
@@ -122,14 +121,10 @@ def print_model_table(models: list[dict[str, Any]], versions: bool = False) -> N
 
 
 def _delete(
-    opts: Options, name: str, what: str, delete: Callable[[TrainworksClient], dict[str, Any]], timeout: float
+    opts: Options, name: str, what: str, delete: Callable[[ModelsClient], dict[str, Any]], timeout: float
 ) -> None:
     """Delete a model or a version through its operation, waiting up to `timeout` for it."""
-    with opts.client() as client:
-        op = operation_done(client, delete(client), timeout)
-    if not opts.human:
-        print_data(op, opts.format)
-    exit_unless_succeeded(op, f"delete {what}", timeout)
+    run_operation(opts, ModelsClient, delete, f"delete {what}", timeout)
     if opts.human:
         print_status(f"Deleted {what}.")
 
@@ -159,7 +154,7 @@ def upload(
     ] = None,
     description: Annotated[str | None, typer.Option("--description")] = None,
     version_description: Annotated[str | None, typer.Option("--version-description")] = None,
-    labels: Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")] = None,
+    labels: LabelsOpt = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the upload.")
     ] = 300.0,
@@ -180,11 +175,9 @@ def upload(
         parent_model=parent_name,
         model_id=model_id,
     )
-    with opts.client() as client:
-        op = operation_done(client, client.upload_model(parent, body), timeout)
-    if not opts.human:
-        print_data(op, opts.format)
-    exit_unless_succeeded(op, "upload the model", timeout)
+    op = run_operation(
+        opts, ModelsClient, lambda client: client.upload_model(parent, body), "upload the model", timeout
+    )
     if opts.human:
         response = op.get("response", {})
         print_status(
@@ -209,8 +202,10 @@ def list_(
 ) -> None:
     """List the models of a project and region (each as its default version)."""
     parent = opts.parent()
-    with opts.client() as client:
-        models = take(client.list_models(parent, filter, order_by, page_size_for(page_size, limit)), limit)
+    size = page_size_for(page_size, limit)
+    models = opts.call(
+        ModelsClient, lambda client: take(client.list_models(parent, filter, order_by, size), limit)
+    )
     opts.show(models, print_model_table)
 
 
@@ -222,7 +217,7 @@ def describe(
 ) -> None:
     """Show a model version (MODEL@VERSION, MODEL@ALIAS, or the default version)."""
     name = opts.name(MODELS, model)
-    with opts.client() as client:
+    with opts.client(ModelsClient) as client:
         found = client.get_model(name)
     # gcloud's describe prints YAML; json stays available for scripts.
     print_data(found, OutputFormat.json if opts.format == OutputFormat.json else OutputFormat.yaml)
@@ -240,7 +235,7 @@ def list_versions(
 ) -> None:
     """List the versions of a model."""
     name = opts.name(MODELS, model)
-    with opts.client() as client:
+    with opts.client(ModelsClient) as client:
         versions = list(client.list_model_versions(name, filter, order_by))
     opts.show(versions, lambda found: print_model_table(found, versions=True))
 
@@ -248,9 +243,7 @@ def list_versions(
 @command(app)
 def delete(
     model: ModelArg,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
-    ] = 300.0,
+    timeout: DeleteTimeoutOpt = 300.0,
     *,
     opts: Options,
 ) -> None:
@@ -266,9 +259,7 @@ def delete(
 @command(app, "delete-version")
 def delete_version(
     model: ModelArg,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
-    ] = 300.0,
+    timeout: DeleteTimeoutOpt = 300.0,
     *,
     opts: Options,
 ) -> None:

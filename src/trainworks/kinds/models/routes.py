@@ -6,7 +6,7 @@ ones, since `{model}` would otherwise swallow `ID:listVersions`.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import (
@@ -30,14 +30,10 @@ from trainworks.kinds.models.service import ModelService
 _LIST = (*PAGE, FILTER, ORDER_BY, READ_MASK)
 
 
-def _service(request: Request) -> ModelService:
-    return required(services(request).models)
-
-
 MODELS = Collection(
     "models",
     "model",
-    _service,
+    lambda request: required(services(request).models),
     [
         # Copying the artifacts is file work: off the event loop, as every method that reads a body.
         verb("POST", "upload", "upload", ModelService.upload, BODY, API_VERSION, on_resource=False),

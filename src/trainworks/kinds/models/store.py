@@ -12,9 +12,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, delete, select
+from sqlalchemy import ColumnElement, Row, Select, and_, delete, select
 from sqlalchemy.orm import Session
 
+from trainworks.kernel.rows import by_offset
 from trainworks.store.database import Database
 from trainworks.store.tables import ModelRow, ModelVersionRow
 
@@ -24,6 +25,16 @@ class ModelKey:
     project_number: str
     location: str
     model_id: str
+
+
+def _with_versions(*also: ColumnElement[bool]) -> Select[ModelRow, ModelVersionRow]:
+    """Models joined with their versions (those `also` keeps)."""
+    same_model = (
+        (ModelVersionRow.project_number == ModelRow.project_number)
+        & (ModelVersionRow.location == ModelRow.location)
+        & (ModelVersionRow.model_id == ModelRow.model_id)
+    )
+    return select(ModelRow, ModelVersionRow).join(ModelVersionRow, and_(same_model, *also))
 
 
 def _model_where(key: ModelKey) -> tuple[ColumnElement[bool], ...]:
@@ -108,22 +119,10 @@ class ModelStore:
         limit: int,
     ) -> list[tuple[ModelRow, ModelVersionRow]]:
         """Models with their default versions, in `order` (then by model ID)."""
-        query = (
-            select(ModelRow, ModelVersionRow)
-            .join(
-                ModelVersionRow,
-                (ModelVersionRow.project_number == ModelRow.project_number)
-                & (ModelVersionRow.location == ModelRow.location)
-                & (ModelVersionRow.model_id == ModelRow.model_id)
-                & (ModelVersionRow.version_id == ModelRow.default_version),
-            )
-            .where(ModelRow.project_number == project_number, ModelRow.location == location)
+        query = _with_versions(ModelVersionRow.version_id == ModelRow.default_version).where(
+            ModelRow.project_number == project_number, ModelRow.location == location
         )
-        if where is not None:
-            query = query.where(where)
-        query = query.order_by(*order, ModelRow.model_id).offset(offset).limit(limit)
-        with self.db.session() as session:
-            return [_pair(r) for r in session.execute(query)]
+        return self._pairs(by_offset(query, where, order, ModelRow.model_id, offset, limit))
 
     def page_versions(
         self,
@@ -134,19 +133,10 @@ class ModelStore:
         limit: int,
     ) -> list[tuple[ModelRow, ModelVersionRow]]:
         """Versions of one model in `order` (then by version ID), each with its model row."""
-        query = (
-            select(ModelRow, ModelVersionRow)
-            .join(
-                ModelVersionRow,
-                (ModelVersionRow.project_number == ModelRow.project_number)
-                & (ModelVersionRow.location == ModelRow.location)
-                & (ModelVersionRow.model_id == ModelRow.model_id),
-            )
-            .where(*_model_where(key))
-        )
-        if where is not None:
-            query = query.where(where)
-        query = query.order_by(*order, ModelVersionRow.version_id).offset(offset).limit(limit)
+        query = _with_versions().where(*_model_where(key))
+        return self._pairs(by_offset(query, where, order, ModelVersionRow.version_id, offset, limit))
+
+    def _pairs(self, query: Select[ModelRow, ModelVersionRow]) -> list[tuple[ModelRow, ModelVersionRow]]:
         with self.db.session() as session:
             return [_pair(r) for r in session.execute(query)]
 

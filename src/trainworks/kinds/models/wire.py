@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import model_validator
 
-from trainworks.kernel.wire import Duration, Int32, Int64, Timestamp, WireModel
-from trainworks.kinds.custom_jobs.wire import Bool, EncryptionSpec, EnvVar
+from trainworks.kernel.wire import Bool, Duration, Int32, Int64, Timestamp, WireModel
+from trainworks.kinds.custom_jobs.wire import EncryptionSpec, EnvVar
 
 # The fields a user sets on upload, as the registry stores them per version (camelCase wire keys).
 USER_FIELDS = (

@@ -13,15 +13,18 @@ import typer
 
 from trainworks.kernel.cli import (
     AsyncOpt,
+    LabelsOpt,
     OperationTarget,
     OperationTimeoutOpt,
     Options,
     command,
+    name_argument,
     page_size_for,
     take,
 )
+from trainworks.kernel.flags import disk_spec, machine_spec, parse_dict, parse_dicts
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
-from trainworks.kinds.custom_jobs.pool_specs import parse_dict
+from trainworks.kinds.persistent_resources.client import PersistentResourcesClient
 from trainworks.kinds.persistent_resources.render import (
     print_persistent_resource_summary,
     print_persistent_resource_table,
@@ -34,16 +37,10 @@ app = typer.Typer(
     help="Create and manage persistent resources (like `gcloud ai persistent-resources`).",
 )
 
-ResourceArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="PERSISTENT_RESOURCE",
-        help="Resource ID, or full name projects/P/locations/L/persistentResources/ID.",
-    ),
-]
 RESOURCES = NameSpec(
     "persistentResources", "PERSISTENT_RESOURCE", "PersistentResource", "resource", "resource"
 )
+ResourceArg = Annotated[str, name_argument(RESOURCES)]
 
 _POOL_FLAG = "--resource-pool-spec"
 
@@ -77,19 +74,11 @@ def parse_resource_pool_spec(value: str) -> dict[str, Any]:
         raise FlagError(_POOL_FLAG, "key [machine-type] required in dict arg but not provided")
     if "accelerator-count" in fields and "accelerator-type" not in fields:
         raise FlagError(_POOL_FLAG, "key [accelerator-type] required as [accelerator-count] is specified")
-    machine: dict[str, Any] = {"machineType": fields["machine-type"]}
-    if fields.get("accelerator-type"):
-        machine["acceleratorType"] = fields["accelerator-type"]
-        machine["acceleratorCount"] = fields.get("accelerator-count", 1)
-    pool: dict[str, Any] = {"machineSpec": machine}
+    pool: dict[str, Any] = {"machineSpec": machine_spec(fields)}
     if "replica-count" in fields:
         pool["replicaCount"] = str(fields["replica-count"])
-    if "disk-type" in fields or "disk-size" in fields:
-        disk: dict[str, Any] = {}
-        if fields.get("disk-type"):
-            disk["bootDiskType"] = fields["disk-type"]
-        if "disk-size" in fields:
-            disk["bootDiskSizeGb"] = fields["disk-size"]
+    disk = disk_spec(fields)
+    if disk is not None:
         pool["diskSpec"] = disk
     if "min-replica-count" in fields or "max-replica-count" in fields:
         scaling: dict[str, Any] = {}
@@ -103,12 +92,7 @@ def parse_resource_pool_spec(value: str) -> dict[str, Any]:
 
 def parse_labels(values: list[str] | None) -> dict[str, str] | None:
     """Every --labels flag merged; None when there is none (an empty value gives {})."""
-    if values is None:
-        return None
-    labels: dict[str, str] = {}
-    for item in values:
-        labels.update(parse_dict(item, "--labels"))
-    return labels
+    return None if values is None else parse_dicts(values, "--labels")
 
 
 def parse_replica_counts(values: list[str] | None) -> list[dict[str, Any]]:
@@ -154,6 +138,7 @@ def build_update(
 
 # ====================================================================== operations
 TARGET = OperationTarget(
+    client_type=PersistentResourcesClient,
     kind="PersistentResource",
     command="persistent-resources",
     summary=print_persistent_resource_summary,
@@ -181,7 +166,7 @@ def create(
         ),
     ] = None,
     display_name: Annotated[str | None, typer.Option("--display-name", help="Display name.")] = None,
-    labels: Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")] = None,
+    labels: LabelsOpt = None,
     async_: AsyncOpt = False,
     timeout: OperationTimeoutOpt = 600.0,
     *,
@@ -221,8 +206,10 @@ def list_(
 ) -> None:
     """List the persistent resources of a project and region, in ID order."""
     parent = opts.parent()
-    with opts.client() as client:
-        resources = take(client.list_persistent_resources(parent, page_size_for(page_size, limit)), limit)
+    size = page_size_for(page_size, limit)
+    resources = opts.call(
+        PersistentResourcesClient, lambda client: take(client.list_persistent_resources(parent, size), limit)
+    )
     opts.show(resources, print_persistent_resource_table)
 
 
@@ -234,8 +221,7 @@ def describe(
 ) -> None:
     """Show a persistent resource."""
     name = opts.name(RESOURCES, persistent_resource)
-    with opts.client() as client:
-        resource = client.get_persistent_resource(name)
+    resource = opts.call(PersistentResourcesClient, lambda client: client.get_persistent_resource(name))
     opts.show(resource, print_persistent_resource_summary)
 
 

@@ -27,19 +27,20 @@ from collections.abc import Callable
 from trainworks.backends.warm import WarmPool, WarmTarget
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
+from trainworks.jobs.service_log import log_service
 from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.lro_store import Key
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
-from trainworks.kinds.custom_jobs.service_log import log_service
-from trainworks.kinds.custom_jobs.store import JobStore
+from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.persistent_resources.service import (
     ADMITTED_JOB_STATES,
     EMPTY,
     job_demands,
     job_resource_id,
     on_resource,
+    resource_jobs,
     resource_wire,
     response_type,
     row_name,
@@ -63,12 +64,12 @@ def warm_target(row: PersistentResourceRow, labels: dict[str, str] | None = None
     return WarmTarget(key_of(row), row.generation, preload_modules(row.labels if labels is None else labels))
 
 
-def _fail_job(jobs: JobStore, job: CustomJobRow, code: Code, message: str) -> bool:
+def _fail_job(jobs: CustomJobService, job: CustomJobRow, code: Code, message: str) -> bool:
     """Record that the job fails; the job controller stops its replicas and ends it."""
     if job.outcome is not None or S(job.state) not in _FAILABLE:
         return False
     outcome = {"state": int(S.JOB_STATE_FAILED), "error": status_dict(code, message)}
-    if jobs.transition(job.id, _FAILABLE, outcome=outcome):
+    if jobs.decide_outcome(job.id, _FAILABLE, outcome):
         job.outcome = outcome
         return True
     return False
@@ -77,7 +78,7 @@ def _fail_job(jobs: JobStore, job: CustomJobRow, code: Code, message: str) -> bo
 class PersistentResourceJobs:
     """The job controller's view of persistent resources: admission on their capacity, and warm targets."""
 
-    def __init__(self, settings: Settings, store: PersistentResourceStore, jobs: JobStore) -> None:
+    def __init__(self, settings: Settings, store: PersistentResourceStore, jobs: CustomJobService) -> None:
         self.settings = settings
         self.store = store
         self.jobs = jobs
@@ -127,9 +128,7 @@ class PersistentResourceJobs:
                 if n > replica_bounds(pools[pool_id]) - used.get(pool_id, 0)
             ]
             if not short:
-                if self.jobs.transition(
-                    job.id, [S.JOB_STATE_QUEUED], state=S.JOB_STATE_PENDING, zone=None, waiting_reason=None
-                ):
+                if self.jobs.admit_queued(job.id):
                     job.state, job.zone, job.waiting_reason = int(S.JOB_STATE_PENDING), None, None
                     for pool_id, n in demands.items():
                         used[pool_id] = used.get(pool_id, 0) + n
@@ -145,13 +144,13 @@ class PersistentResourceJobs:
                 f"{resource_id!r}: {free} free of {bound}"
             )
         if reason != job.waiting_reason:
-            self.jobs.set_fields(job.id, waiting_reason=reason)
+            self.jobs.set_waiting_reason(job.id, reason)
             job.waiting_reason = reason
             log_service(job_dir, f"Job is queued: {reason}.")
 
     def warm_target(self, job_id: str) -> WarmTarget | None:
         """Where the replicas of a job start warm: its persistent resource, while that is RUNNING."""
-        job = self.jobs.get(int(job_id))
+        job = self.jobs.job_row(int(job_id))
         if job is None or not job_resource_id(job.spec):
             return None
         row = self.store.get((job.project_number, job.location, job_resource_id(job.spec)))
@@ -167,7 +166,7 @@ class PersistentResourceController(ReconcileLoop):
         self,
         settings: Settings,
         store: PersistentResourceStore,
-        jobs: JobStore,
+        jobs: CustomJobService,
         operations: OperationStore,
         warm: WarmPool,
         wake_jobs: Callable[[], None] = lambda: None,
@@ -185,7 +184,7 @@ class PersistentResourceController(ReconcileLoop):
         """One pass over every resource; True while one is changing state."""
         rows = self.store.all()
         # No resource: no job of one to look at, so skip loading every active job (costly with many queued).
-        jobs = [j for j in self.jobs.active() if job_resource_id(j.spec)] if rows else []
+        jobs = resource_jobs(self.jobs) if rows else []
         busy = False
         for row in rows:
             try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import (
@@ -12,38 +12,26 @@ from trainworks.kernel.routes import (
     UPDATE_MASK,
     Collection,
     Query,
-    create,
-    delete,
-    get,
-    list_,
-    update,
+    lro_methods,
     verb,
 )
 from trainworks.kinds.persistent_resources.service import PersistentResourceService
 
-
-def _service(request: Request) -> PersistentResourceService:
-    return required(services(request).persistent_resources)
-
-
 PERSISTENT_RESOURCES = Collection(
     "persistentResources",
     "resource_id",
-    _service,
-    [
-        create(
-            PersistentResourceService.create,
-            Query("persistentResourceId", "persistent_resource_id"),
-            BODY,
-            API_VERSION,
-        ),
-        list_(PersistentResourceService.list, *PAGE),
-        get(PersistentResourceService.get),
-        update(PersistentResourceService.update, BODY, UPDATE_MASK, API_VERSION),
-        # RebootPersistentResourceRequest has nothing but the name: a body, if any, must still be JSON.
-        verb("POST", "reboot", "reboot", PersistentResourceService.reboot, API_VERSION, ignore_body=True),
-        delete(PersistentResourceService.delete, API_VERSION),
-    ],
+    lambda request: required(services(request).persistent_resources),
+    lro_methods(
+        PersistentResourceService,
+        create_args=(Query("persistentResourceId", "persistent_resource_id"), BODY, API_VERSION),
+        list_args=PAGE,
+        update_args=(BODY, UPDATE_MASK, API_VERSION),
+        delete_args=(API_VERSION,),
+        verbs=[
+            # RebootPersistentResourceRequest has nothing but the name: a body, if any, must still be JSON.
+            verb("POST", "reboot", "reboot", PersistentResourceService.reboot, API_VERSION, ignore_body=True)
+        ],
+    ),
 )
 
 

@@ -21,19 +21,23 @@ from trainworks.kernel.errors import (
     FieldViolation,
     failed_precondition,
     invalid_argument,
-    not_found,
 )
 from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
 from trainworks.kernel.ids import new_numeric_id
-from trainworks.kernel.listing import id_page_token, read_id_page_token
+from trainworks.kernel.lro_service import (
+    already_exists,
+    delete_resource,
+    find_resource,
+    list_resources,
+    start_change,
+)
 from trainworks.kernel.lro_store import Key
 from trainworks.kernel.names import parent_name
-from trainworks.kernel.operations import OperationService, aborted_by_delete, operation_wire
+from trainworks.kernel.operations import OperationService, operation_wire
 from trainworks.kernel.projects import Projects
-from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kernel.wire_errors import parse_body, snake
-from trainworks.kinds.custom_jobs.store import JobStore
+from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.custom_jobs.validation import MAX_DISPLAY_NAME, check_labels
 from trainworks.kinds.custom_jobs.wire import CustomJobSpec
 from trainworks.kinds.persistent_resources.store import (
@@ -60,8 +64,6 @@ from trainworks.store.tables import CustomJobRow, OperationRow, PersistentResour
 
 R = PersistentResourceState
 S = JobState
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
 ADMITTED_JOB_STATES = frozenset(
     {int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)}
 )
@@ -253,11 +255,16 @@ def parse_update_mask(mask: str) -> list[str]:
     return paths
 
 
+def resource_jobs(jobs: CustomJobService) -> list[CustomJobRow]:
+    """The active jobs that run on a persistent resource."""
+    return [j for j in jobs.active_jobs() if job_resource_id(j.spec)]
+
+
 class PersistentResourceService:
     def __init__(
         self,
         store: PersistentResourceStore,
-        jobs: JobStore,
+        jobs: CustomJobService,
         projects: Projects,
         operations: OperationService,
         wake: Callable[[], None] = lambda: None,
@@ -272,16 +279,14 @@ class PersistentResourceService:
 
     # -------------------------------------------------------------- reading
     def find(self, project: str, location: str, resource_id: str) -> PersistentResourceRow:
-        number = self.projects.number(project, location)
-        row = self.store.get((number, location, resource_id)) if len(resource_id) <= 63 else None
-        if row is None:
-            raise not_found(f"PersistentResource {resource_name(number, location, resource_id[:80])}")
-        return row
+        parent = (project, location)
+        what = "PersistentResource"
+        return find_resource(self.store, self.projects, parent, resource_id, 63, what, resource_name)
 
     def _used(self, rows: Sequence[PersistentResourceRow]) -> dict[Key, dict[str, int]]:
         if not rows:
             return {}
-        jobs = [j for j in self.jobs.active() if job_resource_id(j.spec)]
+        jobs = resource_jobs(self.jobs)
         return {key_of(r): used_replicas(key_of(r), r.spec.get("resourcePools", []), jobs) for r in rows}
 
     def wire(self, row: PersistentResourceRow) -> dict[str, Any]:
@@ -291,19 +296,12 @@ class PersistentResourceService:
         return self.wire(self.find(project, location, resource_id))
 
     def list(self, project: str, location: str, page_size: int, page_token: str) -> dict[str, Any]:
-        if page_size < 0:
-            raise invalid_argument([FieldViolation("page_size", "must not be negative")])
-        size = DEFAULT_PAGE_SIZE if page_size == 0 else min(page_size, MAX_PAGE_SIZE)
-        after = read_id_page_token(page_token, 63) if page_token else None
-        number = self.projects.number(project, location)
-        rows = self.store.page(number, location, after, size + 1)
-        used = self._used(rows[:size])
-        out: dict[str, Any] = {}
-        if rows:  # proto3 JSON omits an empty repeated field
-            out["persistentResources"] = [resource_wire(r, used.get(key_of(r))) for r in rows[:size]]
-        if len(rows) > size:
-            out["nextPageToken"] = id_page_token(rows[size - 1].resource_id)
-        return out
+        def render(rows: Sequence[PersistentResourceRow]) -> builtins.list[dict[str, Any]]:
+            used = self._used(rows)
+            return [resource_wire(r, used.get(key_of(r))) for r in rows]
+
+        parent, page = (project, location), (page_size, page_token)
+        return list_resources(self.store, self.projects, parent, page, 63, "persistentResources", render)
 
     # -------------------------------------------------------------- create
     def create(
@@ -353,11 +351,7 @@ class PersistentResourceService:
 
     @staticmethod
     def _exists(key: Key) -> ApiError:
-        return ApiError(
-            Code.ALREADY_EXISTS,
-            f"PersistentResource {resource_name(*key)} already exists.",
-            reason="ALREADY_EXISTS",
-        )
+        return already_exists("PersistentResource", resource_name(*key))
 
     # -------------------------------------------------------------- update
     def update(
@@ -385,12 +379,9 @@ class PersistentResourceService:
             api_version,
             "Updating the resource pools.",
         )
-        if not self.store.transition(
-            key_of(row), [R.RUNNING], operation=op, state=R.UPDATING, pending_spec=spec, operation_id=op.id
-        ):
-            current = self.store.get(key_of(row))
-            state = R(current.state).name if current else "deleted"
-            raise failed_precondition(f"The PersistentResource {row_name(row)} changed meanwhile ({state}).")
+        what = f"The PersistentResource {row_name(row)}"
+        values = {"state": R.UPDATING, "pending_spec": spec, "operation_id": op.id}
+        start_change(self.store, key_of(row), [R.RUNNING], op, what, **values)
         self.wake()
         return operation_wire(op)
 
@@ -518,29 +509,20 @@ class PersistentResourceService:
         self, project: str, location: str, resource_id: str, api_version: str = "v1"
     ) -> dict[str, Any]:
         row = self.find(project, location, resource_id)
-        if R(row.state) == R.STOPPING:  # deleting already: answer with that deletion's operation
-            existing = self.operations.store.get(row.operation_id) if row.operation_id is not None else None
-            if existing is not None:
-                return operation_wire(existing)
-        op = _operation(key_of(row), "delete_persistent_resource", "DeleteOperationMetadata", api_version)
-        if R(row.state) == R.STOPPING:  # its operation record was deleted: a new one completes it
-            if not self.store.transition(key_of(row), [R.STOPPING], operation=op, operation_id=op.id):
-                return self.delete(project, location, resource_id, api_version)
-            return operation_wire(op)
-        others = [s for s in R if s != R.STOPPING]
-        # A create, update or reboot still running will not complete: its operation ends with the change.
-        if not self.store.transition(
+        return delete_resource(
+            self.store,
+            self.operations,
+            row,
             key_of(row),
-            others,
-            operation=op,
-            abort=aborted_by_delete(row.operation_id, "PersistentResource", row_name(row)),
-            state=R.STOPPING,
-            operation_id=op.id,
+            R.STOPPING,
+            lambda: _operation(
+                key_of(row), "delete_persistent_resource", "DeleteOperationMetadata", api_version
+            ),
+            ("PersistentResource", row_name(row)),
+            lambda: self.delete(project, location, resource_id, api_version),
+            self.wake,
             pending_spec=None,
-        ):
-            return self.delete(project, location, resource_id, api_version)
-        self.wake()
-        return operation_wire(op)
+        )
 
     # -------------------------------------------------------------- CustomJobs on a resource
     def check_job(
@@ -591,7 +573,7 @@ class PersistentResourceService:
             )
         if out or not wanted:
             return out
-        jobs = [j for j in self.jobs.active() if job_resource_id(j.spec)]
+        jobs = resource_jobs(self.jobs)
         used = used_replicas(key, pools, jobs)
         for pool in pools:
             asked = wanted.get(str(pool["id"]))
@@ -616,7 +598,7 @@ class PersistentResourceService:
 
     # -------------------------------------------------------------- costs (a UsageSource of services/costs)
     def usages(self, project_number: str, location: str, filter_text: str) -> builtins.list[Any]:
-        from trainworks.costs.service import BilledInterval, MachineShape, Usage
+        from trainworks.catalog.billing import BilledInterval, MachineShape, Usage
 
         live = {r.uid: r for r in self.store.in_location(project_number, location)}
         wanted: set[int] | None = None

@@ -8,7 +8,13 @@ from typing import Any
 
 from trainworks.kernel.errors import FieldViolation
 from trainworks.kernel.wire_errors import map_key
-from trainworks.kinds.custom_jobs.validation import MAX_DISPLAY_NAME, _check_machine, check_labels
+from trainworks.kinds.custom_jobs.validation import (
+    _check_machine,
+    check_boot_disk_size,
+    check_display_name,
+    check_encryption_spec,
+    check_labels,
+)
 from trainworks.kinds.persistent_resources.wire import PersistentResource, ResourcePool
 
 RESOURCE_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -126,16 +132,12 @@ def _check_pool(pool: ResourcePool, path: str) -> list[FieldViolation]:
     else:
         out += _check_machine(pool, path)
     out += check_pool_counts(pool, path)
-    disk = pool.disk_spec
-    if disk and disk.boot_disk_size_gb and not 10 <= disk.boot_disk_size_gb <= 65536:
-        out.append(FieldViolation(f"{path}.disk_spec.boot_disk_size_gb", "must be between 10 and 65536"))
+    out += check_boot_disk_size(pool.disk_spec, f"{path}.disk_spec")
     return out
 
 
 def validate_resource(resource: PersistentResource) -> list[FieldViolation]:
-    out: list[FieldViolation] = []
-    if len(resource.display_name) > MAX_DISPLAY_NAME:
-        out.append(FieldViolation("display_name", f"must be at most {MAX_DISPLAY_NAME} characters"))
+    out = check_display_name(resource.display_name, required=False)
     pools = resource.resource_pools
     if not pools:
         out.append(FieldViolation("resource_pools", "Required field is not set."))
@@ -155,8 +157,7 @@ def validate_resource(resource: PersistentResource) -> list[FieldViolation]:
             seen.setdefault(pool.id, i)
     out += check_labels(resource.labels)
     out += check_preload(resource.labels)
-    if resource.encryption_spec is not None and not resource.encryption_spec.kms_key_name:
-        out.append(FieldViolation("encryption_spec.kms_key_name", "Required field is not set."))
+    out += check_encryption_spec(resource.encryption_spec)
     runtime = resource.resource_runtime_spec
     if runtime is not None:
         if runtime.ray_spec is not None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainworks.kernel.status import Status
-from trainworks.kernel.wire import Int64, ProtoEnum, Timestamp, WireModel, enum_field
-from trainworks.kinds.custom_jobs.wire import Bool, DiskSpec, EncryptionSpec, MachineSpec, PscInterfaceConfig
+from trainworks.kernel.wire import Bool, Int64, ProtoEnum, Timestamp, WireModel, enum_field, without_fields
+from trainworks.kinds.custom_jobs.wire import DiskSpec, EncryptionSpec, MachineSpec, PscInterfaceConfig
 
 
 class PersistentResourceState(ProtoEnum):
@@ -89,24 +89,15 @@ OUTPUT_ONLY_FIELDS = frozenset(
 )
 
 
-def strip_output_only(resource: PersistentResource) -> PersistentResource:
-    """Output-only fields sent on create or update are ignored (usedReplicaCount inside each pool too)."""
-    kept: dict[str, Any] = {
-        k: getattr(resource, k) for k in resource.model_fields_set if k not in OUTPUT_ONLY_FIELDS
-    }
-    if "resource_pools" in kept:
-        kept["resource_pools"] = [
-            pool.model_copy(update={"used_replica_count": 0}) for pool in resource.resource_pools
-        ]
-    return PersistentResource.model_validate(kept)
+# Output-only fields inside each resource pool.
+POOL_OUTPUT_ONLY_FIELDS = frozenset({"used_replica_count"})
 
 
 def input_dict(resource: PersistentResource) -> dict[str, Any]:
-    """The user-settable part of a resource as canonical JSON (what is stored and echoed back)."""
-    out = strip_output_only(resource).to_wire()
-    for pool in out.get("resourcePools", []):
-        pool.pop("usedReplicaCount", None)
-    return out
+    """The user-settable part of a resource as canonical JSON (what is stored and echoed back): output-only
+    fields sent on create or update are ignored, usedReplicaCount inside each pool too."""
+    stripped = without_fields(resource, OUTPUT_ONLY_FIELDS, {"resource_pools": POOL_OUTPUT_ONLY_FIELDS})
+    return stripped.to_wire()
 
 
 __all__ = [
@@ -116,5 +107,4 @@ __all__ = [
     "ResourcePool",
     "ResourceRuntimeSpec",
     "input_dict",
-    "strip_output_only",
 ]

@@ -38,6 +38,7 @@ from starlette.concurrency import run_in_threadpool
 
 from trainworks.api.auth import authority
 from trainworks.api.errors import gcs_error
+from trainworks.api.state import services
 from trainworks.kernel.errors import ApiError
 from trainworks.storage.bucket_projects import bucket_owner, bucket_owners, claim_owner, release_bucket
 from trainworks.storage.object_listing import decode_page_token, encode_page_token
@@ -79,8 +80,8 @@ class _GcsRoute(APIRoute):
 
 # ---------------------------------------------------------------- request helpers
 def _service(request: Request) -> ObjectService:
-    service: ObjectService | None = getattr(request.app.state.services, "storage", None)
-    if service is None:
+    service = services(request).storage
+    if service is None:  # not wired on purpose (--gcs): not a fault of the server
         raise StorageError(
             501,
             "notImplemented",
@@ -175,8 +176,13 @@ async def _drain(chunks: AsyncIterator[bytes], write: Callable[[bytes], None]) -
 
 
 # ---------------------------------------------------------------- multipart/related
-def _header_block(buf: bytes | bytearray, pos: int) -> tuple[dict[str, str], int] | None:
-    """Headers from pos up to a blank line (CRLF or LF line ends), and where the body starts."""
+def _part_headers(buf: bytes | bytearray, boundary: int) -> tuple[dict[str, str], int] | None:
+    """The headers of the part whose boundary line starts at `boundary`, up to a blank line (CRLF or LF line
+    ends), and where its body starts; None: read more."""
+    pos = buf.find(b"\n", boundary)
+    if pos < 0:
+        return None
+    pos += 1
     headers: dict[str, str] = {}
     while True:
         end = buf.find(b"\n", pos)
@@ -196,10 +202,7 @@ def _multipart_head(buf: bytearray, dash: bytes) -> tuple[bytes, dict[str, str],
     first = buf.find(dash)
     if first < 0:
         return None
-    line_end = buf.find(b"\n", first)
-    if line_end < 0:
-        return None
-    part = _header_block(buf, line_end + 1)
+    part = _part_headers(buf, first)
     if part is None:
         return None
     _, body_start = part
@@ -210,10 +213,7 @@ def _multipart_head(buf: bytearray, dash: bytes) -> tuple[bytes, dict[str, str],
     after = delimiter + 1 + len(dash)
     if buf[after : after + 2] == b"--":
         raise bad_request("Invalid multipart body: expected a metadata part and a media part.")
-    line_end = buf.find(b"\n", after)
-    if line_end < 0:
-        return None
-    media = _header_block(buf, line_end + 1)
+    media = _part_headers(buf, after)
     if media is None:
         return None
     return metadata, media[0], media[1]
@@ -633,7 +633,7 @@ def router() -> APIRouter:
             if length is not None and not length.strip().isdigit():
                 raise bad_request(f"Invalid X-Upload-Content-Length {length[:50]!r}: expected a byte count.")
             upload_id = await run_in_threadpool(
-                service.start_session,
+                service.uploads.start,
                 bucket,
                 name,
                 replace(meta, content_type=content_type),

@@ -10,21 +10,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from trainworks.kernel.cli import (
+    DeleteTimeoutOpt,
+    LabelsOpt,
     Options,
     command,
-    exit_unless_succeeded,
-    operation_done,
-    poll_until_done,
+    name_argument,
     report_cancel,
-    show_final,
+    report_submitted,
+    run_operation,
     take,
+    wait_for_end,
 )
+from trainworks.kernel.flags import parse_dicts, read_config
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
-from trainworks.kernel.render import OutputFormat, print_data, print_status
-from trainworks.kinds.custom_jobs.pool_specs import parse_dict
+from trainworks.kernel.render import OutputFormat, print_status
+from trainworks.kinds.training_pipelines.client import TrainingPipelinesClient
 
 app = typer.Typer(
     name="training-pipelines",
@@ -33,14 +35,8 @@ app = typer.Typer(
     help="Create and manage training pipelines (train, then register the model).",
 )
 
-PipelineArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="TRAINING_PIPELINE",
-        help="Pipeline ID, or full name projects/P/locations/L/trainingPipelines/ID.",
-    ),
-]
 PIPELINES = NameSpec("trainingPipelines", "TRAINING_PIPELINE", "TrainingPipeline", "pipeline", "pipeline")
+PipelineArg = Annotated[str, name_argument(PIPELINES)]
 TERMINAL = ("PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED")
 
 
@@ -52,12 +48,7 @@ def pipeline_name(value: str, project: str, region: str | None) -> str:
 
 def load_pipeline(path: Path, display_name: str | None, labels: list[str] | None) -> dict[str, Any]:
     """The TrainingPipeline body from --config, with --display-name and --labels laid over it."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise FlagError("--config", f"cannot read {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise FlagError("--config", f"{path} is not valid YAML or JSON: {exc}") from None
+    data = read_config(path)
     if not isinstance(data, dict):
         raise FlagError("--config", f"{path} must hold a TrainingPipeline (a mapping)")
     body = dict(data)
@@ -65,9 +56,7 @@ def load_pipeline(path: Path, display_name: str | None, labels: list[str] | None
         body.pop("display_name", None)
         body["displayName"] = display_name
     if labels:
-        merged: dict[str, str] = {}
-        for item in labels:
-            merged.update(parse_dict(item, "--labels"))
+        merged = parse_dicts(labels, "--labels")
         body.pop("labels", None)
         body["labels"] = {**(data.get("labels") or {}), **merged}
     if not (body.get("displayName") or body.get("display_name")):
@@ -99,23 +88,18 @@ def create(
         Path, typer.Option("--config", help="YAML/JSON file with the TrainingPipeline (camel or snake case).")
     ],
     display_name: Annotated[str | None, typer.Option("--display-name", help="Overrides displayName.")] = None,
-    labels: Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")] = None,
+    labels: LabelsOpt = None,
     *,
     opts: Options,
 ) -> None:
     """Create a training pipeline from a --config file."""
     parent = opts.parent()
     body = load_pipeline(config, display_name, labels)
-    with opts.client() as client:
-        pipeline = client.create_training_pipeline(parent, body)
-    if not opts.human:
-        print_data(pipeline, opts.format)
-        return
-    name = pipeline.get("name", "")
-    print_status(f"TrainingPipeline [{name}] is submitted successfully.")
-    _summary(pipeline)
-    print_status(
-        f"\nWait for it to end with:\n  trainworks training-pipelines wait {name}{opts.endpoint_flag()}"
+    pipeline = opts.call(
+        TrainingPipelinesClient, lambda client: client.create_training_pipeline(parent, body)
+    )
+    report_submitted(
+        opts, pipeline, "TrainingPipeline", _summary, "training-pipelines", [("Wait for it to end", "wait")]
     )
 
 
@@ -137,8 +121,10 @@ def list_(
 ) -> None:
     """List training pipelines of a project and region, newest first."""
     parent = opts.parent()
-    with opts.client() as client:
-        pipelines = take(client.list_training_pipelines(parent, filter, page_size), limit)
+    pipelines = opts.call(
+        TrainingPipelinesClient,
+        lambda client: take(client.list_training_pipelines(parent, filter, page_size), limit),
+    )
     opts.show(pipelines, _print_table)
 
 
@@ -162,9 +148,7 @@ def describe(
 ) -> None:
     """Show a training pipeline."""
     name = opts.name(PIPELINES, training_pipeline)
-    with opts.client() as client:
-        pipeline = client.get_training_pipeline(name)
-    opts.show(pipeline, _summary)
+    opts.show(opts.call(TrainingPipelinesClient, lambda client: client.get_training_pipeline(name)), _summary)
 
 
 @command(app)
@@ -175,27 +159,31 @@ def cancel(
 ) -> None:
     """Ask a pipeline to stop; it cancels its training job and ends CANCELLED (asynchronously)."""
     name = opts.name(PIPELINES, training_pipeline)
-    with opts.client() as client:
-        result = client.cancel_training_pipeline(name)
-    report_cancel(opts, result, "TrainingPipeline", name, None)
+    report_cancel(
+        opts,
+        opts.call(TrainingPipelinesClient, lambda client: client.cancel_training_pipeline(name)),
+        "TrainingPipeline",
+        name,
+        None,
+    )
 
 
 @command(app)
 def delete(
     training_pipeline: PipelineArg,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
-    ] = 300.0,
+    timeout: DeleteTimeoutOpt = 300.0,
     *,
     opts: Options,
 ) -> None:
     """Delete a finished training pipeline (a running one must be cancelled first)."""
     name = opts.name(PIPELINES, training_pipeline)
-    with opts.client() as client:
-        op = operation_done(client, client.delete_training_pipeline(name), timeout)
-    if not opts.human:
-        print_data(op, opts.format)
-    exit_unless_succeeded(op, f"deleting TrainingPipeline [{name}]", timeout)
+    run_operation(
+        opts,
+        TrainingPipelinesClient,
+        lambda client: client.delete_training_pipeline(name),
+        f"deleting TrainingPipeline [{name}]",
+        timeout,
+    )
     if opts.human:
         print_status(f"Deleted TrainingPipeline [{name}].")
 
@@ -212,17 +200,18 @@ def wait(
 ) -> None:
     """Block until the pipeline ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out)."""
     name = opts.name(PIPELINES, training_pipeline)
-    with opts.client() as client:
-        # human: the timeout's message alone, whatever the format
-        pipeline = poll_until_done(
-            lambda: client.get_training_pipeline(name),
-            f"[{name}]",
-            timeout,
-            poll_interval,
-            OutputFormat.human,
-            TERMINAL,
-        )
-    show_final(opts, pipeline, _summary, "PIPELINE_STATE_SUCCEEDED")
+    wait_for_end(
+        opts,
+        TrainingPipelinesClient,
+        lambda client: client.get_training_pipeline(name),
+        f"[{name}]",
+        timeout,
+        poll_interval,
+        _summary,
+        "PIPELINE_STATE_SUCCEEDED",
+        TERMINAL,
+        OutputFormat.human,  # on timeout the message alone, whatever the format
+    )
 
 
 __all__ = ["PIPELINES", "app", "load_pipeline", "pipeline_name"]

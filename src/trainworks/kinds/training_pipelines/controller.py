@@ -24,13 +24,11 @@ from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
 from trainworks.kinds.custom_jobs.service import CustomJobService
-from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.kinds.datasets.service import DatasetService
 from trainworks.kinds.models.service import ModelService
 from trainworks.kinds.training_pipelines.service import pipeline_name
 from trainworks.kinds.training_pipelines.store import TrainingPipelineStore
 from trainworks.kinds.tuning_jobs.service import TuningJobService
-from trainworks.kinds.tuning_jobs.store import TuningStore
 from trainworks.kinds.tuning_jobs.wire import TrialState
 from trainworks.store.tables import TrainingPipelineRow
 
@@ -93,8 +91,6 @@ class TrainingPipelineController(ReconcileLoop):
         store: TrainingPipelineStore,
         custom_jobs: CustomJobService,
         tuning_jobs: TuningJobService,
-        jobs: JobStore,
-        tuning_store: TuningStore,
         operations: OperationStore,
         models: ModelService | None = None,  # None: pipelines with modelToUpload fail with a clear error
         datasets: DatasetService | None = None,  # None: pipelines with inputDataConfig fail likewise
@@ -102,8 +98,6 @@ class TrainingPipelineController(ReconcileLoop):
         self.store = store
         self.custom_jobs = custom_jobs
         self.tuning_jobs = tuning_jobs
-        self.jobs = jobs
-        self.tuning_store = tuning_store
         self.operations = operations
         self.models = models
         self.datasets = datasets
@@ -198,9 +192,8 @@ class TrainingPipelineController(ReconcileLoop):
         backing = self._backing_row(row) if row.backing_id is not None else None
         if backing is not None and not S(backing.state).terminal:
             if backing.state != int(S.JOB_STATE_CANCELLING):
-                service = self.tuning_jobs if row.backing_kind == "tuning" else self.custom_jobs
                 with contextlib.suppress(ApiError):  # it may have finished meanwhile
-                    service.cancel(row.project_number, row.location, str(backing.id))
+                    self._backing_service(row).cancel(row.project_number, row.location, str(backing.id))
             return True
         self._end(row, P.PIPELINE_STATE_CANCELLED, CANCELED)
         return False
@@ -212,22 +205,20 @@ class TrainingPipelineController(ReconcileLoop):
         self.store.remove(row.id, finish_operation=row.delete_operation_id)
 
     # -------------------------------------------------------------- the backing job
+    def _backing_service(self, row: TrainingPipelineRow) -> CustomJobService | TuningJobService:
+        return self.tuning_jobs if row.backing_kind == "tuning" else self.custom_jobs
+
     def _find_backing(self, row: TrainingPipelineRow) -> int | None:
         """The backing job recorded on the row, or one created before a crash and found by its label."""
         if row.backing_id is not None:
             return row.backing_id
-        if row.backing_kind == "tuning":
-            found: list[Any] = self.store.tuning_jobs_by_label(PIPELINE_LABEL, str(row.id))
-        else:
-            found = self.jobs.by_label(PIPELINE_LABEL, str(row.id))
+        found: list[Any] = list(self._backing_service(row).jobs_labelled(PIPELINE_LABEL, str(row.id)))
         return min(found, key=lambda r: (r.create_time, r.id)).id if found else None
 
     def _backing_row(self, row: TrainingPipelineRow) -> Any | None:
         if row.backing_id is None:
             return None
-        if row.backing_kind == "tuning":
-            return self.tuning_store.get(row.backing_id)
-        return self.jobs.get(row.backing_id)
+        return self._backing_service(row).job_row(row.backing_id)
 
     def _create_backing(self, row: TrainingPipelineRow) -> dict[str, Any]:
         inputs = copy.deepcopy(row.spec["trainingTaskInputs"])
@@ -254,7 +245,7 @@ class TrainingPipelineController(ReconcileLoop):
         base = (backing.spec["trialJobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
         metric = backing.spec["studySpec"]["metrics"][0]
         trial = best_trial(
-            self.tuning_store.trials(backing.id), metric["metricId"], metric.get("goal") == "MAXIMIZE"
+            self.tuning_jobs.trials_of(backing.id), metric["metricId"], metric.get("goal") == "MAXIMIZE"
         )
         if trial is None or not base:
             return None

@@ -8,11 +8,10 @@ from typing import Any
 
 from sqlalchemy import ColumnElement
 
+from trainworks.jobs import listing
 from trainworks.jobs.enums import TERMINAL_PIPELINE_STATES, PipelineState
-from trainworks.jobs.lifecycle import request_delete
-from trainworks.jobs.service import add_job_status, admit_outputs, find_job, insert_new_job, list_jobs
+from trainworks.jobs.service import JobKindService, add_job_status, admit_outputs, insert_new_job
 from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument
-from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
 from trainworks.kernel.names import custom_job_name, parent_name
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
@@ -64,23 +63,16 @@ def pipeline_wire(row: TrainingPipelineRow) -> dict[str, Any]:
 def pipeline_filter(filter_text: str) -> ColumnElement[bool] | None:
     """A trainingPipelines list filter (AIP-160): the job fields plus `training_task_definition`."""
     table = TrainingPipelineRow
-    try:
-        return compile_filter(
-            filter_text,
-            FilterColumns(
-                display_name=table.display_name,
-                state=table.state,
-                create_time=table.create_time,
-                labels=table.labels,
-                extra={"training_task_definition": table.spec["trainingTaskDefinition"].as_string()},
-            ),
-            STATE_NAMES,
-        )
-    except FilterError as exc:
-        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+    extra = {"training_task_definition": table.spec["trainingTaskDefinition"].as_string()}
+    return listing.job_filter(table, filter_text, STATE_NAMES, extra)
 
 
-class TrainingPipelineService:
+class TrainingPipelineService(JobKindService[TrainingPipelineRow]):
+    what = "TrainingPipeline"
+    collection = "trainingPipelines"
+    name_of = staticmethod(pipeline_name)
+    store: TrainingPipelineStore
+
     def __init__(
         self,
         store: TrainingPipelineStore,
@@ -139,27 +131,14 @@ class TrainingPipelineService:
         self.wake()
         return pipeline_wire(row)
 
-    def find(self, project: str, location: str, pipeline_id: str) -> TrainingPipelineRow:
-        what = "TrainingPipeline"
-        return find_job(self.store, self.projects, project, location, pipeline_id, what, pipeline_name)
-
     def get(self, project: str, location: str, pipeline_id: str) -> dict[str, Any]:
         return pipeline_wire(self.find(project, location, pipeline_id))
 
-    def list(
-        self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
-    ) -> dict[str, Any]:
-        page = (page_size, page_token, filter_text, read_mask)
-        return list_jobs(
-            self.store,
-            self.projects,
-            project,
-            location,
-            page,
-            pipeline_filter,
-            "trainingPipelines",
-            pipeline_wire,
-        )
+    def where(self, filter_text: str) -> ColumnElement[bool] | None:
+        return pipeline_filter(filter_text)
+
+    def wire(self, row: TrainingPipelineRow) -> dict[str, Any]:
+        return pipeline_wire(row)
 
     def cancel(self, project: str, location: str, pipeline_id: str) -> None:
         """CANCELLING now; the controller cancels the backing job and ends the pipeline CANCELLED."""
@@ -187,14 +166,4 @@ class TrainingPipelineService:
                 f"The TrainingPipeline {pipeline_id} is {P(row.state).name}; cancel it and wait for it to "
                 "finish before deleting it."
             )
-        op = request_delete(
-            self.store,
-            self.operations,
-            row,
-            "TrainingPipeline",
-            pipeline_id,
-            "trainingPipelines",
-            api_version,
-        )
-        self.wake()
-        return op
+        return self._delete(row, pipeline_id, api_version)

@@ -16,9 +16,10 @@ from typing import Any
 from trainworks.kernel.errors import ApiError, FieldViolation
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.validation import (
-    MAX_DISPLAY_NAME,
-    _check_persistent_resource,
-    _check_spec,
+    PersistentResourceCheck,
+    check_display_name,
+    check_encryption_spec,
+    check_job_spec,
     check_labels,
 )
 from trainworks.kinds.custom_jobs.wire import CustomJobSpec
@@ -39,8 +40,6 @@ TUNING_INPUT_KEYS = {
 }
 _MODEL_ID = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
 _MODEL_NAME = re.compile(r"^projects/([^/]+)/locations/([^/]+)/models/([^/@]+)$")
-
-PersistentResourceCheck = Callable[[CustomJobSpec, str], list[FieldViolation]]
 
 
 @dataclass
@@ -67,10 +66,7 @@ def _custom_inputs(
     spec = _parsed(CustomJobSpec, inputs, INPUTS, result.violations)
     if spec is None:
         return
-    spec_violations = _check_spec(spec, INPUTS)
-    result.violations += spec_violations
-    if spec.persistent_resource_id and not spec_violations:
-        result.violations += _check_persistent_resource(spec, INPUTS, check)
+    result.violations += check_job_spec(spec, INPUTS, check)
     result.inputs = spec.to_wire()
 
 
@@ -173,10 +169,7 @@ def validate_training_pipeline(
     """Every violation of the TrainingPipeline rules (the input data config is the datasets' to check)."""
     result = CheckedPipeline()
     out = result.violations
-    if not pipeline.display_name.strip():
-        out.append(FieldViolation(f"{ROOT}.display_name", REQUIRED))
-    elif len(pipeline.display_name) > MAX_DISPLAY_NAME:
-        out.append(FieldViolation(f"{ROOT}.display_name", f"must be at most {MAX_DISPLAY_NAME} characters"))
+    out += check_display_name(pipeline.display_name, f"{ROOT}.display_name")
     definition = pipeline.training_task_definition
     if not definition:
         out.append(FieldViolation(f"{ROOT}.training_task_definition", REQUIRED))
@@ -201,8 +194,7 @@ def validate_training_pipeline(
         _tuning_inputs(pipeline.display_name, inputs, persistent_resources, result)
     _check_model(pipeline, result, same_parent)
     out += check_labels(pipeline.labels, f"{ROOT}.labels")
-    if pipeline.encryption_spec is not None and not pipeline.encryption_spec.kms_key_name:
-        out.append(FieldViolation(f"{ROOT}.encryption_spec.kms_key_name", REQUIRED))
+    out += check_encryption_spec(pipeline.encryption_spec, f"{ROOT}.encryption_spec")
     if pipeline.input_data_config is not None and not pipeline.input_data_config.dataset_id:
         out.append(FieldViolation(f"{ROOT}.input_data_config.dataset_id", REQUIRED))
     return result

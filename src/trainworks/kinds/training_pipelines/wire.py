@@ -16,9 +16,9 @@ from pydantic.alias_generators import to_camel
 
 from trainworks.jobs.enums import PipelineState
 from trainworks.kernel.status import Status
-from trainworks.kernel.wire import Timestamp, WireModel, enum_field
-from trainworks.kinds.custom_jobs.wire import Bool, EncryptionSpec
-from trainworks.kinds.tuning_jobs.wire import Double
+from trainworks.kernel.wire import Timestamp, WireModel, check_oneof, enum_field, without_fields
+from trainworks.kinds.custom_jobs.wire import EncryptionSpec
+from trainworks.kinds.datasets import wire as datasets_wire
 
 CUSTOM_TASK = "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
 TUNING_TASK = (
@@ -27,70 +27,13 @@ TUNING_TASK = (
 TASK_DEFINITIONS = {CUSTOM_TASK: "custom", TUNING_TASK: "tuning"}
 
 
-class FractionSplit(WireModel):
-    training_fraction: Double = 0.0
-    validation_fraction: Double = 0.0
-    test_fraction: Double = 0.0
-
-
-class FilterSplit(WireModel):
-    training_filter: str = ""
-    validation_filter: str = ""
-    test_filter: str = ""
-
-
-class PredefinedSplit(WireModel):
-    key: str = ""
-
-
-class TimestampSplit(WireModel):
-    training_fraction: Double = 0.0
-    validation_fraction: Double = 0.0
-    test_fraction: Double = 0.0
-    key: str = ""
-
-
-class StratifiedSplit(WireModel):
-    training_fraction: Double = 0.0
-    validation_fraction: Double = 0.0
-    test_fraction: Double = 0.0
-    key: str = ""
-
-
-class GcsDestination(WireModel):
-    output_uri_prefix: str = ""
-
-
-class BigQueryDestination(WireModel):
-    output_uri: str = ""
-
-
-SPLIT_FIELDS = ("fraction_split", "filter_split", "predefined_split", "timestamp_split", "stratified_split")
-DESTINATION_FIELDS = ("gcs_destination", "bigquery_destination")
-
-
-class InputDataConfig(WireModel):
-    fraction_split: FractionSplit | None = None
-    filter_split: FilterSplit | None = None
-    predefined_split: PredefinedSplit | None = None
-    timestamp_split: TimestampSplit | None = None
-    stratified_split: StratifiedSplit | None = None
-    gcs_destination: GcsDestination | None = None
-    bigquery_destination: BigQueryDestination | None = None
-    dataset_id: str = ""
-    annotations_filter: str = ""
-    annotation_schema_uri: str = ""
-    saved_query_id: str = ""
-    persist_ml_use_assignment: Bool = False
+class InputDataConfig(datasets_wire.InputDataConfig):
+    """The datasets' InputDataConfig, with the proto JSON parser's check of its two oneofs."""
 
     @model_validator(mode="after")
     def _one_split_one_destination(self) -> InputDataConfig:
-        for names, group in ((SPLIT_FIELDS, "split"), (DESTINATION_FIELDS, "destination")):
-            present = [to_camel(n) for n in names if getattr(self, n) is not None]
-            if len(present) > 1:
-                raise ValueError(
-                    f"only one field of the oneof {group!r} may be set, got {', '.join(present)}"
-                )
+        check_oneof(self, datasets_wire.SPLIT_FIELDS, "split")
+        check_oneof(self, datasets_wire.DESTINATION_FIELDS, "destination")
         return self
 
 
@@ -156,8 +99,7 @@ OUTPUT_ONLY_FIELDS = frozenset(
 def input_dict(pipeline: TrainingPipeline) -> dict[str, Any]:
     """The user-settable part of a pipeline as canonical JSON (what is stored and echoed back); the task
     inputs are replaced by their canonical form by the caller."""
-    kept = {k: getattr(pipeline, k) for k in pipeline.model_fields_set if k not in OUTPUT_ONLY_FIELDS}
-    out = TrainingPipeline.model_validate(kept).to_wire()
+    out = without_fields(pipeline, OUTPUT_ONLY_FIELDS).to_wire()
     if pipeline.model_to_upload is not None:
         out["modelToUpload"] = camel_keys(pipeline.model_to_upload)
     return out
@@ -165,10 +107,8 @@ def input_dict(pipeline: TrainingPipeline) -> dict[str, Any]:
 
 __all__ = [
     "CUSTOM_TASK",
-    "DESTINATION_FIELDS",
     "InputDataConfig",
     "OUTPUT_ONLY_FIELDS",
-    "SPLIT_FIELDS",
     "TASK_DEFINITIONS",
     "TUNING_TASK",
     "TrainingPipeline",

@@ -13,24 +13,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
-from trainworks.client.rest import ApiError, TrainworksClient
-from trainworks.kernel.cli import (
-    Options,
-    PollIntervalOpt,
-    WaitTimeoutOpt,
-    command,
-    delete_job,
-    page_size_for,
-    poll_until_done,
-    report_cancel,
-    show_final,
-    take,
-)
+from trainworks.kernel import cli
+from trainworks.kernel.cli import Options, command
+from trainworks.kernel.client import ApiError
+from trainworks.kernel.flags import camelize, parse_dicts, read_config
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
-from trainworks.kernel.render import print_data, print_status
-from trainworks.kinds.custom_jobs.pool_specs import camelize, parse_dict
+from trainworks.kinds.tuning_jobs.client import TuningJobsClient
 from trainworks.kinds.tuning_jobs.render import print_tuning_job_summary, print_tuning_job_table
 
 app = typer.Typer(
@@ -40,17 +29,10 @@ app = typer.Typer(
     help="Create and manage hyperparameter tuning jobs (like `gcloud ai hp-tuning-jobs`).",
 )
 
-TuningJobArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="HP_TUNING_JOB",
-        help="Tuning job ID, or full name projects/P/locations/L/hyperparameterTuningJobs/ID.",
-    ),
-]
-
 TUNING_JOBS = NameSpec(
     "hyperparameterTuningJobs", "HP_TUNING_JOB", "HyperparameterTuningJob", "tuning job", "tuning job"
 )
+TuningJobArg = Annotated[str, cli.name_argument(TUNING_JOBS)]
 
 #: StudySpec.Algorithm values; --algorithm also takes gcloud's spelling (grid-search, random-search...).
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
@@ -87,14 +69,7 @@ def load_tuning_config(path: Path) -> dict[str, Any]:
     """Read a --config file (YAML or JSON) holding a HyperparameterTuningJob as gcloud's does: `studySpec`
     and `trialJobSpec` at the top, plus optionally maxTrialCount, parallelTrialCount, maxFailedTrialCount,
     displayName and labels. snake_case keys become camelCase (keys inside `labels` are kept)."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise FlagError("--config", f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FlagError("--config", f"{path} is not valid YAML or JSON: {exc}") from None
+    data = read_config(path)
     if not isinstance(data, dict):
         kind = "nothing" if data is None else type(data).__name__
         raise FlagError("--config", f"{path} must hold a mapping with studySpec and trialJobSpec, not {kind}")
@@ -147,15 +122,14 @@ def build_tuning_job(
     if chosen is not None:
         body["studySpec"]["algorithm"] = chosen
     merged = dict(body.get("labels") or {})
-    for item in labels or []:
-        merged.update(parse_dict(item, "--labels"))
+    merged.update(parse_dicts(labels, "--labels"))
     if merged:
         body["labels"] = merged
     return body
 
 
 # ====================================================================== helpers
-def _with_trials(client: TrainworksClient, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_trials(client: TuningJobsClient, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each listed job fetched again with its trials (List omits them); jobs deleted meanwhile are dropped."""
 
     def fetch(job: dict[str, Any]) -> dict[str, Any] | None:
@@ -182,10 +156,7 @@ def create(
             "keys, as for `gcloud ai hp-tuning-jobs create`; flags override it.",
         ),
     ],
-    display_name: Annotated[
-        str | None,
-        typer.Option("--display-name", help="Display name of the job (required unless in --config)."),
-    ] = None,
+    display_name: cli.JobDisplayNameOpt = None,
     max_trial_count: Annotated[
         int | None,
         typer.Option(
@@ -210,7 +181,7 @@ def create(
             "(gcloud's grid-search etc. also work). Overrides studySpec.algorithm.",
         ),
     ] = None,
-    labels: Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")] = None,
+    labels: cli.LabelsOpt = None,
     *,
     opts: Options,
 ) -> None:
@@ -224,33 +195,17 @@ def create(
         algorithm=algorithm,
         labels=labels,
     )
-    with opts.client() as client:
-        job = client.create_hyperparameter_tuning_job(parent, body)
-    if not opts.human:
-        print_data(job, opts.format)
-        return
-    name = job.get("name", "")
-    print_status(f"HyperparameterTuningJob [{name}] is submitted successfully.")
-    print_tuning_job_summary(job, trials=False)
-    flags = opts.endpoint_flag()
-    print_status(
-        "\nView its trials with:\n"
-        f"  trainworks hp-tuning-jobs describe {name}{flags}\n"
-        "or wait for it to end with:\n"
-        f"  trainworks hp-tuning-jobs wait {name}{flags}"
-    )
+    job = opts.call(TuningJobsClient, lambda client: client.create_hyperparameter_tuning_job(parent, body))
+    hints = [("View its trials", "describe"), ("wait for it to end", "wait")]
+    summary = lambda found: print_tuning_job_summary(found, trials=False)  # noqa: E731
+    cli.report_submitted(opts, job, "HyperparameterTuningJob", summary, "hp-tuning-jobs", hints)
 
 
 @command(app, "list")
 def list_(
-    filter: Annotated[
-        str,
-        typer.Option("--filter", help='AIP-160 filter, e.g. state="JOB_STATE_RUNNING" AND labels.team=ml'),
-    ] = "",
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Show at most this many jobs.")] = None,
-    page_size: Annotated[
-        int, typer.Option("--page-size", min=0, help="Jobs per request (0: server default).")
-    ] = 0,
+    filter: cli.JobsFilterOpt = "",
+    limit: cli.JobsLimitOpt = None,
+    page_size: cli.JobsPageSizeOpt = 0,
     *,
     opts: Options,
 ) -> None:
@@ -259,9 +214,9 @@ def list_(
     json and yaml print the jobs as List returns them (without trials).
     """
     parent = opts.parent()
-    with opts.client() as client:
-        jobs = take(
-            client.list_hyperparameter_tuning_jobs(parent, filter, page_size_for(page_size, limit)), limit
+    with opts.client(TuningJobsClient) as client:
+        jobs = cli.take(
+            client.list_hyperparameter_tuning_jobs(parent, filter, cli.page_size_for(page_size, limit)), limit
         )
         if opts.human:
             jobs = _with_trials(client, jobs)
@@ -276,9 +231,10 @@ def describe(
 ) -> None:
     """Show a tuning job and its trials, best first by the study's metric goal (INFEASIBLE ones last)."""
     name = opts.name(TUNING_JOBS, hp_tuning_job)
-    with opts.client() as client:
-        job = client.get_hyperparameter_tuning_job(name)
-    opts.show(job, print_tuning_job_summary)
+    opts.show(
+        opts.call(TuningJobsClient, lambda client: client.get_hyperparameter_tuning_job(name)),
+        print_tuning_job_summary,
+    )
 
 
 @command(app)
@@ -289,27 +245,25 @@ def cancel(
 ) -> None:
     """Ask a tuning job to stop; it and its running trials end CANCELLED (cancellation is asynchronous)."""
     name = opts.name(TUNING_JOBS, hp_tuning_job)
-    with opts.client() as client:
-        result = client.cancel_hyperparameter_tuning_job(name)
-    report_cancel(opts, result, "HyperparameterTuningJob", name, "hp-tuning-jobs")
+    result = opts.call(TuningJobsClient, lambda client: client.cancel_hyperparameter_tuning_job(name))
+    cli.report_cancel(opts, result, "HyperparameterTuningJob", name, "hp-tuning-jobs")
 
 
 @command(app)
 def delete(
     hp_tuning_job: TuningJobArg,
-    async_: Annotated[bool, typer.Option("--async", help="Return without waiting for the deletion.")] = False,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
-    ] = 300.0,
+    async_: cli.DeleteAsyncOpt = False,
+    timeout: cli.DeleteTimeoutOpt = 300.0,
     *,
     opts: Options,
 ) -> None:
     """Delete a finished tuning job (a running one must be cancelled first)."""
     name = opts.name(TUNING_JOBS, hp_tuning_job)
-    delete_job(
+    cli.delete_job(
         opts,
         "HyperparameterTuningJob",
         name,
+        TuningJobsClient,
         lambda client: client.delete_hyperparameter_tuning_job(name),
         async_,
         timeout,
@@ -320,22 +274,23 @@ def delete(
 @command(app)
 def wait(
     hp_tuning_job: TuningJobArg,
-    timeout: WaitTimeoutOpt = None,
-    poll_interval: PollIntervalOpt = 2.0,
+    timeout: cli.WaitTimeoutOpt = None,
+    poll_interval: cli.PollIntervalOpt = 2.0,
     *,
     opts: Options,
 ) -> None:
     """Block until the tuning job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out)."""
     name = opts.name(TUNING_JOBS, hp_tuning_job)
-    with opts.client() as client:
-        job = poll_until_done(
-            lambda: client.get_hyperparameter_tuning_job(name),
-            f"HyperparameterTuningJob [{name}]",
-            timeout,
-            poll_interval,
-            opts.format,
-        )
-    show_final(opts, job, print_tuning_job_summary, "JOB_STATE_SUCCEEDED")
+    cli.wait_for_end(
+        opts,
+        TuningJobsClient,
+        lambda client: client.get_hyperparameter_tuning_job(name),
+        f"HyperparameterTuningJob [{name}]",
+        timeout,
+        poll_interval,
+        print_tuning_job_summary,
+        "JOB_STATE_SUCCEEDED",
+    )
 
 
 __all__ = [

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainworks.config import Settings
+from trainworks.contract.environment import task_name
 from trainworks.jobs.enums import JobState
 from trainworks.jobs.store import ACTIVE_STATES
 from trainworks.kernel.errors import ApiError
@@ -27,9 +28,8 @@ from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
-from trainworks.kinds.custom_jobs.rules import PRIMARY, task_name
+from trainworks.kinds.custom_jobs.rules import PRIMARY
 from trainworks.kinds.custom_jobs.service import CustomJobService
-from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.kinds.tuning_jobs.store import TuningStore
 from trainworks.kinds.tuning_jobs.wire import FINISHED_TRIAL_STATES, LIVE_TRIAL_STATES, TrialState
 from trainworks.store.crash_points import crash_point
@@ -62,14 +62,12 @@ class TuningJobController(ReconcileLoop):
         settings: Settings,
         store: TuningStore,
         custom_jobs: CustomJobService,
-        jobs: JobStore,
         operations: OperationStore,
         storage_url: str,
     ) -> None:
         self.settings = settings
         self.store = store
         self.custom_jobs = custom_jobs
-        self.jobs = jobs
         self.operations = operations
         self.storage_url = storage_url
         self._studies: dict[int, Study] = {}  # a cache: the study itself is in the database
@@ -134,11 +132,11 @@ class TuningJobController(ReconcileLoop):
                 if children is None:  # CustomJobs created before a crash but not recorded
                     children = {
                         int(c.labels.get("trainworks-trial", "0")): c
-                        for c in self.jobs.by_label(TUNING_JOB_LABEL, str(job.id))
+                        for c in self.custom_jobs.jobs_labelled(TUNING_JOB_LABEL, str(job.id))
                     }
                 self._start_trial(job, trial, children.get(trial.trial_id))
                 continue
-            child = self.jobs.get(trial.custom_job_id)
+            child = self.custom_jobs.job_row(trial.custom_job_id)
             if child is None:
                 self._end_trial(job, trial, None, "The CustomJob of this trial was deleted.")
                 continue
@@ -292,7 +290,7 @@ class TuningJobController(ReconcileLoop):
             if trial.custom_job_id is None:
                 self._end_trial(job, trial, None, "The tuning job ended before this trial started.")
                 continue
-            child = self.jobs.get(trial.custom_job_id)
+            child = self.custom_jobs.job_row(trial.custom_job_id)
             if (
                 child is not None
                 and not S(child.state).terminal
@@ -318,9 +316,9 @@ class TuningJobController(ReconcileLoop):
         return False
 
     def _finish_delete(self, job: TuningJobRow) -> None:
-        for child in self.jobs.by_label(TUNING_JOB_LABEL, str(job.id)):
+        for child in self.custom_jobs.jobs_labelled(TUNING_JOB_LABEL, str(job.id)):
             shutil.rmtree(self.settings.jobs_dir / str(child.id), ignore_errors=True)
-            self.jobs.remove(child.id)
+            self.custom_jobs.remove_job(child.id)
         shutil.rmtree(self.job_dir(job), ignore_errors=True)
         self.store.remove(job.id, finish_operation=job.delete_operation_id)
         self._studies.pop(job.id, None)

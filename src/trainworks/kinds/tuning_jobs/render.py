@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainworks.jobs.render import JOB_STATE_STYLE, job_rows
 from trainworks.kernel.render import (
     Column,
     console,
@@ -14,7 +15,6 @@ from trainworks.kernel.render import (
     resource_id,
     styled,
 )
-from trainworks.kinds.custom_jobs.render import JOB_STATE_STYLE, job_rows
 
 _TRIAL_STATE_STYLE = {
     "SUCCEEDED": "green",

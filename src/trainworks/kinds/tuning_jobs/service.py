@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import ColumnElement
+
 from trainworks.jobs import listing
 from trainworks.jobs.enums import JobState
-from trainworks.jobs.lifecycle import request_cancel, request_delete
 from trainworks.jobs.service import (
+    JobKindService,
     add_job_status,
     admit_outputs,
-    find_job,
     insert_new_job,
-    list_jobs,
     refuse_unschedulable,
 )
 from trainworks.kernel.errors import invalid_argument
@@ -64,7 +65,12 @@ def tuning_job_wire(row: TuningJobRow, trials: list[TuningTrialRow] | None = Non
     return add_job_status(out, row, S(row.state).name)
 
 
-class TuningJobService:
+class TuningJobService(JobKindService[TuningJobRow]):
+    what = "HyperparameterTuningJob"
+    collection = "hyperparameterTuningJobs"
+    name_of = staticmethod(tuning_job_name)
+    store: TuningStore
+
     def __init__(
         self,
         store: TuningStore,
@@ -113,44 +119,25 @@ class TuningJobService:
         self.wake()
         return tuning_job_wire(row)
 
-    def find(self, project: str, location: str, job_id: str) -> TuningJobRow:
-        what = "HyperparameterTuningJob"
-        return find_job(self.store, self.projects, project, location, job_id, what, tuning_job_name)
-
     def get(self, project: str, location: str, job_id: str) -> dict[str, Any]:
         row = self.find(project, location, job_id)
         return tuning_job_wire(row, self.store.trials(row.id))
 
-    def list(
-        self, project: str, location: str, page_size: int, page_token: str, filter_text: str, read_mask: str
-    ) -> dict[str, Any]:
-        page = (page_size, page_token, filter_text, read_mask)
-        return list_jobs(
-            self.store,
-            self.projects,
-            project,
-            location,
-            page,
-            lambda text: listing.job_filter(TuningJobRow, text),
-            "hyperparameterTuningJobs",
-            tuning_job_wire,  # without trials: list omits them, as Vertex does
-        )
+    def where(self, filter_text: str) -> ColumnElement[bool] | None:
+        return listing.job_filter(TuningJobRow, filter_text)
 
-    def cancel(self, project: str, location: str, job_id: str) -> None:
-        what = "HyperparameterTuningJob"
-        if request_cancel(self.store, lambda: self.find(project, location, job_id), what, job_id):
-            self.wake()
+    def wire(self, row: TuningJobRow) -> dict[str, Any]:
+        return tuning_job_wire(row)  # without trials: list omits them, as Vertex does
 
-    def delete(self, project: str, location: str, job_id: str, api_version: str = "v1") -> dict[str, Any]:
-        row = self.find(project, location, job_id)
-        op = request_delete(
-            self.store,
-            self.operations,
-            row,
-            "HyperparameterTuningJob",
-            job_id,
-            "hyperparameterTuningJobs",
-            api_version,
-        )
-        self.wake()
-        return op
+    # ---------------------------------------- for the kinds that run on tuning jobs (by ID, any project)
+    def job_row(self, job_id: int) -> TuningJobRow | None:
+        """The stored tuning job, whatever its project; None when it is gone."""
+        return self.store.get(job_id)
+
+    def jobs_labelled(self, key: str, value: str) -> builtins.list[TuningJobRow]:
+        """The tuning jobs carrying the label key=value (the one a pipeline created)."""
+        return self.store.by_label(key, value)
+
+    def trials_of(self, job_id: int) -> builtins.list[TuningTrialRow]:
+        """The job's trials by trial id."""
+        return self.store.trials(job_id)

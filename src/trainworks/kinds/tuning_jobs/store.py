@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from trainworks.jobs.store import JobRows
 from trainworks.store.tables import TuningJobRow, TuningTrialRow
@@ -16,13 +17,8 @@ class TuningStore(JobRows[TuningJobRow]):
 
     row = TuningJobRow
 
-    def remove(self, job_id: int, finish_operation: int | None = None) -> None:
-        """Remove the job and its trials; complete its delete operation in the same transaction, so a crash
-        cannot leave the job gone and its operation never done."""
-        with self.db.session() as session:
-            session.execute(delete(TuningTrialRow).where(TuningTrialRow.tuning_job_id == job_id))
-            session.execute(delete(TuningJobRow).where(TuningJobRow.id == job_id))
-            self.finish_delete_in(session, finish_operation)
+    def _remove_owned_in(self, session: Session, job_id: int) -> None:
+        session.execute(delete(TuningTrialRow).where(TuningTrialRow.tuning_job_id == job_id))
 
     # -------------------------------------------------------------- trials
     def trials(self, job_id: int) -> list[TuningTrialRow]:

@@ -27,12 +27,11 @@ import math
 
 from trainworks.kernel.errors import FieldViolation
 from trainworks.kinds.custom_jobs.validation import (
-    MAX_DISPLAY_NAME,
     PersistentResourceCheck,
-    _check_persistent_resource,
-    _check_priority,
-    _check_spec,
-    check_labels,
+    check_display_name,
+    check_encryption_spec,
+    check_job_labels,
+    check_job_spec,
 )
 from trainworks.kinds.tuning_jobs.wire import (
     Algorithm,
@@ -68,6 +67,20 @@ def _num(value: float) -> str:
     return repr(value) if math.isfinite(value) else str(value)
 
 
+def _check_id(value: str, field: str, path: str, seen: dict[str, str], why: str = "") -> list[FieldViolation]:
+    """A metric or parameter ID: set, without whitespace, and not already in `seen` (ID -> the path of the
+    message that uses it), where it is added when it is new."""
+    where = f"{path}.{field}"
+    if not value:
+        return [FieldViolation(where, REQUIRED)]
+    if _has_space(value):
+        return [FieldViolation(where, f"{value!r} must not contain whitespace")]
+    if value in seen:
+        return [FieldViolation(where, f"{field} {value!r} is already used by {seen[value]}{why}")]
+    seen[value] = path
+    return []
+
+
 # ---------------------------------------------------------------- metrics
 def _check_metrics(spec: StudySpec) -> list[FieldViolation]:
     out: list[FieldViolation] = []
@@ -81,25 +94,10 @@ def _check_metrics(spec: StudySpec) -> list[FieldViolation]:
                 "(multi-objective studies are not supported)",
             )
         )
-    seen: dict[str, int] = {}
+    seen: dict[str, str] = {}
     for i, metric in enumerate(spec.metrics):
         path = f"study_spec.metrics[{i}]"
-        if not metric.metric_id:
-            out.append(FieldViolation(f"{path}.metric_id", REQUIRED))
-        elif _has_space(metric.metric_id):
-            out.append(
-                FieldViolation(f"{path}.metric_id", f"{metric.metric_id!r} must not contain whitespace")
-            )
-        elif metric.metric_id in seen:
-            out.append(
-                FieldViolation(
-                    f"{path}.metric_id",
-                    f"metric_id {metric.metric_id!r} is already used by "
-                    f"study_spec.metrics[{seen[metric.metric_id]}]",
-                )
-            )
-        else:
-            seen[metric.metric_id] = i
+        out += _check_id(metric.metric_id, "metric_id", path, seen)
         if metric.goal == GoalType.GOAL_TYPE_UNSPECIFIED:
             out.append(FieldViolation(f"{path}.goal", f"{REQUIRED} Use MAXIMIZE or MINIMIZE."))
         if metric.safety_config is not None:
@@ -126,6 +124,19 @@ def _check_log_scale(param: ParameterSpec, path: str, lowest: float, what: str) 
     return []
 
 
+def _check_default(where: str, default: float, low: float, high: float) -> list[FieldViolation]:
+    """A value spec's default_value lies within its bounds (ints print as themselves through `_num`)."""
+    if low <= default <= high:
+        return []
+    return [
+        FieldViolation(
+            f"{where}.default_value",
+            f"default_value ({_num(default)}) must lie in [min_value, max_value] = "
+            f"[{_num(low)}, {_num(high)}]",
+        )
+    ]
+
+
 def _check_double(param: ParameterSpec, path: str) -> list[FieldViolation]:
     spec = param.double_value_spec
     assert spec is not None
@@ -149,14 +160,8 @@ def _check_double(param: ParameterSpec, path: str) -> list[FieldViolation]:
         default = spec.default_value
         if not math.isfinite(default):
             out.append(FieldViolation(f"{where}.default_value", "must be a finite number"))
-        elif bounds_ok and not spec.min_value <= default <= spec.max_value:
-            out.append(
-                FieldViolation(
-                    f"{where}.default_value",
-                    f"default_value ({_num(default)}) must lie in [min_value, max_value] = "
-                    f"[{_num(spec.min_value)}, {_num(spec.max_value)}]",
-                )
-            )
+        elif bounds_ok:
+            out += _check_default(where, default, spec.min_value, spec.max_value)
     if bounds_ok:
         out += _check_log_scale(param, path, spec.min_value, "double_value_spec.min_value")
     return out
@@ -175,14 +180,8 @@ def _check_integer(param: ParameterSpec, path: str) -> list[FieldViolation]:
             )
         )
         return out
-    if spec.default_value is not None and not spec.min_value <= spec.default_value <= spec.max_value:
-        out.append(
-            FieldViolation(
-                f"{where}.default_value",
-                f"default_value ({spec.default_value}) must lie in [min_value, max_value] = "
-                f"[{spec.min_value}, {spec.max_value}]",
-            )
-        )
+    if spec.default_value is not None:
+        out += _check_default(where, spec.default_value, spec.min_value, spec.max_value)
     out += _check_log_scale(param, path, spec.min_value, "integer_value_spec.min_value")
     return out
 
@@ -341,22 +340,13 @@ def _check_parameters(spec: StudySpec) -> list[FieldViolation]:
     seen: dict[str, str] = {}
     for node in walk_parameters(spec.parameters):
         param, path = node.spec, node.path
-        if not param.parameter_id:
-            out.append(FieldViolation(f"{path}.parameter_id", REQUIRED))
-        elif _has_space(param.parameter_id):
-            out.append(
-                FieldViolation(f"{path}.parameter_id", f"{param.parameter_id!r} must not contain whitespace")
-            )
-        elif param.parameter_id in seen:
-            out.append(
-                FieldViolation(
-                    f"{path}.parameter_id",
-                    f"parameter_id {param.parameter_id!r} is already used by {seen[param.parameter_id]}: "
-                    "parameter IDs must be unique across the study, conditional parameters included",
-                )
-            )
-        else:
-            seen[param.parameter_id] = path
+        out += _check_id(
+            param.parameter_id,
+            "parameter_id",
+            path,
+            seen,
+            ": parameter IDs must be unique across the study, conditional parameters included",
+        )
         kind = param.parameter_type
         if kind is None:
             out.append(
@@ -502,11 +492,7 @@ def validate_tuning_job(
     """Every violation of the HyperparameterTuningJob rules, in field order; empty when the job is valid.
 
     `persistent_resources` checks `trial_job_spec.persistent_resource_id` as for custom jobs."""
-    out: list[FieldViolation] = []
-    if not job.display_name.strip():
-        out.append(FieldViolation("display_name", REQUIRED))
-    elif len(job.display_name) > MAX_DISPLAY_NAME:
-        out.append(FieldViolation("display_name", f"must be at most {MAX_DISPLAY_NAME} characters"))
+    out = check_display_name(job.display_name)
     if job.study_spec is None:
         out.append(FieldViolation("study_spec", REQUIRED))
     else:
@@ -515,14 +501,9 @@ def validate_tuning_job(
     if job.trial_job_spec is None:
         out.append(FieldViolation("trial_job_spec", REQUIRED))
     else:
-        spec_violations = _check_spec(job.trial_job_spec, "trial_job_spec")
-        out += spec_violations
-        if job.trial_job_spec.persistent_resource_id and not spec_violations:
-            out += _check_persistent_resource(job.trial_job_spec, "trial_job_spec", persistent_resources)
-    out += check_labels(job.labels)
-    out += _check_priority(job.labels)
-    if job.encryption_spec is not None and not job.encryption_spec.kms_key_name:
-        out.append(FieldViolation("encryption_spec.kms_key_name", REQUIRED))
+        out += check_job_spec(job.trial_job_spec, "trial_job_spec", persistent_resources)
+    out += check_job_labels(job.labels)
+    out += check_encryption_spec(job.encryption_spec)
     return out
 
 

@@ -14,66 +14,29 @@ from __future__ import annotations
 
 import enum
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema, model_validator
+from pydantic import model_validator
 
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.status import Status
 from trainworks.kernel.wire import (
+    Bool,
+    Double,
     Duration,
     Int32,
     Int64,
     ProtoEnum,
     Timestamp,
     WireModel,
+    check_oneof,
     enum_field,
+    without_fields,
 )
-from trainworks.kinds.custom_jobs.wire import Bool, CustomJobSpec, EncryptionSpec
-
-# ---------------------------------------------------------------- double
-_JSON_NUMBER = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-_SPECIAL_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def _parse_double(value: Any) -> float:
-    """A proto `double`: a JSON number, or a string holding one, or "NaN", "Infinity", "-Infinity"."""
-    if isinstance(value, bool):
-        raise ValueError("expected a number")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text in _SPECIAL_DOUBLES:
-            return _SPECIAL_DOUBLES[text]
-        if _JSON_NUMBER.match(text):
-            result = float(text)
-            if math.isinf(result):
-                raise ValueError(f"number {value!r} is out of the double range")
-            return result
-        raise ValueError(f"expected a number, got {value!r}")
-    raise ValueError("expected a number")
-
-
-def _format_double(value: float) -> float | str:
-    """Canonical proto3 JSON: non-finite values are the strings "NaN", "Infinity" and "-Infinity"."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return float(value)
-
-
-Double = Annotated[
-    float,
-    BeforeValidator(_parse_double),
-    PlainSerializer(_format_double, when_used="json"),
-    WithJsonSchema({"type": "number"}),
-]
+from trainworks.kinds.custom_jobs.wire import JOB_OUTPUT_ONLY_FIELDS, CustomJobSpec, EncryptionSpec
 
 
 # ---------------------------------------------------------------- enums
@@ -151,15 +114,6 @@ class ParameterType(enum.StrEnum):
     DISCRETE = "DISCRETE"
 
 
-def _one_of(model: WireModel, names: Sequence[str], group: str) -> None:
-    """Rejects a message with two members of one `oneof` set (a message member set to `{}` counts as set)."""
-    present = [name for name in names if getattr(model, name) is not None]
-    if len(present) > 1:
-        fields = type(model).model_fields
-        shown = ", ".join(fields[name].alias or name for name in present)
-        raise ValueError(f"only one field of the oneof {group!r} may be set, got {shown}")
-
-
 # ---------------------------------------------------------------- MetricSpec
 class SafetyMetricConfig(WireModel):
     safety_threshold: Double = 0.0
@@ -223,7 +177,7 @@ class ConditionalParameterSpec(WireModel):
 
     @model_validator(mode="after")
     def _single_condition(self) -> ConditionalParameterSpec:
-        _one_of(self, PARENT_VALUE_CONDITION_FIELDS, "parent_value_condition")
+        check_oneof(self, PARENT_VALUE_CONDITION_FIELDS, "parent_value_condition")
         return self
 
     @property
@@ -270,7 +224,7 @@ class ParameterSpec(WireModel):
 
     @model_validator(mode="after")
     def _single_value_spec(self) -> ParameterSpec:
-        _one_of(self, VALUE_SPEC_FIELDS, "parameter_value_spec")
+        check_oneof(self, VALUE_SPEC_FIELDS, "parameter_value_spec")
         return self
 
     @property
@@ -337,7 +291,7 @@ class StudyTimeConstraint(WireModel):
 
     @model_validator(mode="after")
     def _single_constraint(self) -> StudyTimeConstraint:
-        _one_of(self, ("max_duration", "end_time"), "constraint")
+        check_oneof(self, ("max_duration", "end_time"), "constraint")
         return self
 
 
@@ -378,7 +332,7 @@ class StudySpec(WireModel):
 
     @model_validator(mode="after")
     def _single_stopping_spec(self) -> StudySpec:
-        _one_of(self, AUTOMATED_STOPPING_FIELDS, "automated_stopping_spec")
+        check_oneof(self, AUTOMATED_STOPPING_FIELDS, "automated_stopping_spec")
         return self
 
     @property
@@ -575,31 +529,12 @@ class HyperparameterTuningJob(WireModel):
     satisfies_pzi: Bool = False
 
 
-OUTPUT_ONLY_FIELDS = frozenset(
-    {
-        "name",
-        "trials",
-        "state",
-        "create_time",
-        "start_time",
-        "end_time",
-        "update_time",
-        "error",
-        "satisfies_pzs",
-        "satisfies_pzi",
-    }
-)
-
-
-def strip_output_only(job: HyperparameterTuningJob) -> HyperparameterTuningJob:
-    """Output-only fields sent on create are ignored, as the service does."""
-    kept = {k: getattr(job, k) for k in job.model_fields_set if k not in OUTPUT_ONLY_FIELDS}
-    return HyperparameterTuningJob.model_validate(kept)
+OUTPUT_ONLY_FIELDS = JOB_OUTPUT_ONLY_FIELDS | {"trials"}
 
 
 def input_dict(job: HyperparameterTuningJob) -> dict[str, Any]:
     """The user-settable part of a tuning job, as canonical JSON (what is stored and echoed back)."""
-    return strip_output_only(job).to_wire()
+    return without_fields(job, OUTPUT_ONLY_FIELDS).to_wire()
 
 
 __all__ = [
@@ -613,7 +548,6 @@ __all__ = [
     "DecayCurveAutomatedStoppingSpec",
     "DiscreteValueCondition",
     "DiscreteValueSpec",
-    "Double",
     "DoubleValueSpec",
     "GoalType",
     "HyperparameterTuningJob",
@@ -644,7 +578,6 @@ __all__ = [
     "VALUE_SPEC_FIELDS",
     "VALUE_SPEC_FIELD",
     "input_dict",
-    "strip_output_only",
     "trial_dict",
     "trial_state_name",
     "walk_parameters",

@@ -1,4 +1,5 @@
-"""gs:// objects for the submitter, through gcsfs: real Cloud Storage, or a Trainworks server's GCS JSON API.
+"""gs:// objects for staged code (the submitter's zips, autopackaged sdists), through gcsfs: real Cloud
+Storage, or a Trainworks server's GCS JSON API.
 
 One code path for both: a Trainworks server speaks the same JSON API at its own URL, so only the endpoint and
 the credentials differ.

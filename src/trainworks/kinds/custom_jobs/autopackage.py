@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from trainworks.code_staging.sources import SourceFile, content_digest, read_sources
+from trainworks.code_staging.store import CodeStore, Progress
 from trainworks.storage.gcs import StoragePathError, parse_gcs_uri
-from trainworks.submit.sources import SourceFile, content_digest, read_sources
-from trainworks.submit.storage import CodeStore, Progress
 
 #: Where staged packages go in the staging bucket.
 PACKAGES_PREFIX = "trainworks-packages"

@@ -1,0 +1,47 @@
+"""How the CLI shows what every kind of job shares: the colours of job states, the `Label: value` rows a
+job's summary starts with, and the lines of a job's log."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from trainworks.jobs.capacity_label import LEDGER_LABEL, parse_capacity_label
+from trainworks.kernel.render import OutputFormat, header_rows
+
+JOB_STATE_STYLE = {
+    "JOB_STATE_SUCCEEDED": "green",
+    "JOB_STATE_FAILED": "red",
+    "JOB_STATE_CANCELLED": "yellow",
+    "JOB_STATE_CANCELLING": "yellow",
+    "JOB_STATE_RUNNING": "cyan",
+}
+
+
+def print_log_entry(entry: dict[str, Any], fmt: OutputFormat) -> None:
+    """One log entry: `[task] text` for humans, a JSON line for json and yaml."""
+    out = sys.stdout
+    if fmt == OutputFormat.human:
+        out.write(f"[{entry.get('task', '')}] {entry.get('text', '')}\n")
+    else:
+        out.write(json.dumps(entry) + "\n")
+    out.flush()
+
+
+def job_rows(
+    job: dict[str, Any], after_created: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """The `Label: value` rows every kind of job starts with: name, state, times, error, labels, capacity."""
+    from rich.markup import escape
+
+    rows = header_rows(job, JOB_STATE_STYLE, "JOB_STATE_UNSPECIFIED", after_created)
+    capacity = (job.get("labels") or {}).get(LEDGER_LABEL)
+    if capacity:
+        steps = [f"{region} {outcome}" for region, outcome in parse_capacity_label(capacity)]
+        earlier = ["(earlier attempts)"] if capacity.startswith("more__") else []
+        rows.append(("Capacity", escape(" -> ".join(earlier + steps))))
+    return rows
+
+
+__all__ = ["JOB_STATE_STYLE", "job_rows", "print_log_entry"]
