@@ -1,1 +1,1 @@
-"""Costs."""
+"""The costs report (an extension): machine-hours and approximate cost by job or persistent resource."""

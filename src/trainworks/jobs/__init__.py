@@ -1,1 +1,1 @@
-"""Jobs."""
+"""What the three job kinds (custom, tuning, training pipelines) share: states, rows, service steps."""

@@ -49,6 +49,28 @@ def read_page_token(token: str, filter_fingerprint: str) -> tuple[datetime, int]
     return created, job_id
 
 
+def offset_page_token(offset: int, filter_fingerprint: str) -> str:
+    """Page token of a list sorted by orderBy: the offset of the next page."""
+    return base64.urlsafe_b64encode(json.dumps({"o": offset, "f": filter_fingerprint}).encode()).decode()
+
+
+def read_offset_page_token(token: str, filter_fingerprint: str, *, bound: int | None, issued_for: str) -> int:
+    """The offset an offset_page_token carries; `bound` (exclusive) caps it, None leaves it unbounded.
+    `issued_for` names what the fingerprint covers, for the mismatch message."""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        offset, fp = int(data["o"]), data["f"]
+        if offset < 0 or (bound is not None and offset >= bound):
+            raise ValueError("offset out of range")
+    except (ValueError, KeyError, TypeError):
+        raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
+    if fp != filter_fingerprint:
+        raise invalid_argument(
+            [FieldViolation("page_token", f"the page token was issued for a different {issued_for}")]
+        )
+    return offset
+
+
 def apply_read_mask(resource: dict[str, Any], read_mask: str) -> dict[str, Any]:
     if not read_mask:
         return resource

@@ -4,12 +4,34 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from trainworks.store.database import database_unavailable
 
 log = logging.getLogger(__name__)
 
 BUSY_INTERVAL = 0.05  # while something is changing, look again soon enough to notice it promptly
+
+RowT = TypeVar("RowT")
+
+
+def reconcile_each(
+    rows: Iterable[RowT],
+    reconcile: Callable[[RowT], bool],
+    logger: logging.Logger,
+    failed: str,
+    label: Callable[[RowT], object],
+) -> bool:
+    """Reconcile every row; True while one is in motion. A row that fails is logged on the controller's own
+    `logger` as `failed % label(row)` and the pass goes on with the next one."""
+    busy = False
+    for row in rows:
+        try:
+            busy |= reconcile(row)
+        except Exception:  # one bad row must not starve the others
+            logger.exception(failed, label(row))
+    return busy
 
 
 class ReconcileLoop:

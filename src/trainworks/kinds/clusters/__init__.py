@@ -1,1 +1,1 @@
-"""Clusters."""
+"""Training clusters (v1beta1 modelDevelopmentClusters): Slurm clusters on this host; changes are LROs."""

@@ -28,7 +28,7 @@ from trainworks.backends.commands import TaskError
 from trainworks.catalog.node_images import ImageCatalog
 from trainworks.config import Settings
 from trainworks.kernel.ids import new_numeric_id
-from trainworks.kernel.loop import ReconcileLoop
+from trainworks.kernel.loop import ReconcileLoop, reconcile_each
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kinds.clusters.service import CLUSTER_TYPE, EMPTY, cluster_wire, row_name
@@ -80,13 +80,9 @@ class ClusterController(ReconcileLoop):
         super().__init__(settings.resync_seconds)
 
     def reconcile_once(self) -> bool:
-        busy = False
-        for row in self.store.all():
-            try:
-                busy |= self.reconcile(row)
-            except Exception:
-                log.exception("reconciling cluster %s failed", row_name(row))
-        return busy
+        return reconcile_each(
+            self.store.all(), self.reconcile, log, "reconciling cluster %s failed", row_name
+        )
 
     def stop_all(self) -> None:
         """Stop every cluster's daemons (tests and `serve --stop-clusters-on-exit`); the rows stay."""

@@ -1,1 +1,1 @@
-"""Datasets."""
+"""Managed datasets (CSV, JSONL): create, import and delete as LROs; splits exported as shards."""

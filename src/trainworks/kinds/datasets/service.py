@@ -8,7 +8,6 @@ field. The split rules are in dataset_splits.py, the files in dataset_files.py.
 
 from __future__ import annotations
 
-import base64
 import builtins
 import hashlib
 import json
@@ -27,6 +26,7 @@ from trainworks.kernel.names import numeric_id, parent_name
 from trainworks.kernel.operations import OperationService, aiplatform_type_url, operation_wire
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
+from trainworks.kernel.update_masks import UpdateMaskRules, top_field
 from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kernel.wire_errors import parse_body, snake
 from trainworks.kinds.custom_jobs.validation import check_display_name, check_labels
@@ -56,6 +56,9 @@ _ORDER_FIELDS = {
 _MUTABLE = {"display_name", "description", "labels"}
 _IMMUTABLE = {"metadata_schema_uri", "metadata", "encryption_spec", "model_reference", "name"}
 _OUTPUT = {"data_item_count", "create_time", "update_time", "etag", "satisfies_pzs", "satisfies_pzi"}
+_UPDATE_MASK = UpdateMaskRules(
+    _MUTABLE, _IMMUTABLE, _OUTPUT, top_field, "Dataset", "display_name, description or labels"
+)
 
 
 def dataset_name(project_number: str, location: str, dataset_id: int) -> str:
@@ -188,9 +191,15 @@ class DatasetService:
         fingerprint = listing.fingerprint(filter_text + "\x00" + order_by)
         number = self.projects.number(project, location)
         if order:
-            offset = _read_offset_token(page_token, fingerprint) if page_token else 0
+            offset = (
+                listing.read_offset_page_token(
+                    page_token, fingerprint, bound=None, issued_for="filter or order"
+                )
+                if page_token
+                else 0
+            )
             rows = self.store.ordered_page(number, location, where, order, offset, size + 1)
-            next_token = _offset_token(offset + size, fingerprint)
+            next_token = listing.offset_page_token(offset + size, fingerprint)
         else:
             after = listing.read_page_token(page_token, fingerprint) if page_token else None
             rows = self.store.page(number, location, where, after, size + 1)
@@ -323,7 +332,7 @@ class DatasetService:
     def update(
         self, project: str, location: str, dataset_id: str, body: Any, update_mask: str
     ) -> dict[str, Any]:
-        paths = _parse_update_mask(update_mask)
+        paths = _UPDATE_MASK.parse(update_mask)
         dataset = parse_body(Dataset, body)
         row = self.find(project, location, dataset_id)
         if dataset.etag and dataset.etag != etag(row):
@@ -550,32 +559,6 @@ def _set_or_drop(spec: dict[str, Any], key: str, value: Any) -> None:
         spec.pop(key, None)
 
 
-def _parse_update_mask(mask: str) -> list[str]:
-    paths = [snake(p.strip()) for p in mask.split(",") if p.strip()]
-    if not paths:
-        raise invalid_argument([FieldViolation("update_mask", "Required field is not set.")])
-    problems: list[FieldViolation] = []
-    for path in paths:
-        root = path.split(".")[0]
-        if path in _MUTABLE:
-            continue
-        if root in _IMMUTABLE:
-            problems.append(FieldViolation("update_mask", f"{path!r}: the field {root} is immutable"))
-        elif root in _OUTPUT:
-            problems.append(FieldViolation("update_mask", f"{path!r}: the field {root} is output only"))
-        else:
-            problems.append(
-                FieldViolation(
-                    "update_mask",
-                    f"{path!r} is not a field of Dataset that can be updated; use display_name, "
-                    "description or labels",
-                )
-            )
-    if problems:
-        raise invalid_argument(problems)
-    return paths
-
-
 def _check_split(config: InputDataConfig, split_name: str, path: str) -> list[FieldViolation]:
     if not split_name:
         return []
@@ -674,25 +657,6 @@ def _order(order_by: str) -> list[Any]:
             )
         out.append(column.desc() if descending else column.asc())
     return out
-
-
-def _offset_token(offset: int, fingerprint: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"o": offset, "f": fingerprint}).encode()).decode()
-
-
-def _read_offset_token(token: str, fingerprint: str) -> int:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        offset, fp = int(data["o"]), data["f"]
-        if offset < 0:
-            raise ValueError("negative offset")
-    except (ValueError, KeyError, TypeError):
-        raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
-    if fp != fingerprint:
-        raise invalid_argument(
-            [FieldViolation("page_token", "the page token was issued for a different filter or order")]
-        )
-    return offset
 
 
 __all__ = ["DatasetExport", "DatasetService", "dataset_name", "dataset_wire", "export_stamp"]

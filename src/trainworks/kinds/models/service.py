@@ -11,9 +11,7 @@ finished Operation is written in the same transaction as the change.
 
 from __future__ import annotations
 
-import base64
 import builtins
-import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -233,25 +231,6 @@ def _order(order_by: str, versions: bool) -> list[Any]:
         column = columns[field]
         out.append(column.desc() if direction == "desc" else column.asc())
     return out
-
-
-def _offset_token(offset: int, fingerprint: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"o": offset, "f": fingerprint}).encode()).decode()
-
-
-def _read_offset_token(token: str, fingerprint: str) -> int:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        offset, fp = int(data["o"]), data["f"]
-        if not 0 <= offset < 2**31:
-            raise ValueError("offset out of range")
-    except (ValueError, KeyError, TypeError):
-        raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
-    if fp != fingerprint:
-        raise invalid_argument(
-            [FieldViolation("page_token", "the page token was issued for a different filter or order_by")]
-        )
-    return offset
 
 
 class ModelService:
@@ -516,7 +495,13 @@ class ModelService:
         where = _model_filter(filter_text, versions=False)
         order = _order(order_by, versions=False)
         fingerprint = listing.fingerprint(f"{filter_text}\n{order_by}")
-        offset = _read_offset_token(page_token, fingerprint) if page_token else 0
+        offset = (
+            listing.read_offset_page_token(
+                page_token, fingerprint, bound=2**31, issued_for="filter or order_by"
+            )
+            if page_token
+            else 0
+        )
         number = self.projects.number(project, location)
         rows = self.store.page_models(number, location, where, order, offset, size + 1)
         return self._page(rows, size, offset, fingerprint, read_mask, with_version=False)
@@ -541,7 +526,13 @@ class ModelService:
         where = _model_filter(filter_text, versions=True)
         order = _order(order_by, versions=True)
         fingerprint = listing.fingerprint(f"{filter_text}\n{order_by}")
-        offset = _read_offset_token(page_token, fingerprint) if page_token else 0
+        offset = (
+            listing.read_offset_page_token(
+                page_token, fingerprint, bound=2**31, issued_for="filter or order_by"
+            )
+            if page_token
+            else 0
+        )
         if self.store.model(key) is None:
             raise not_found(f"Model {model_name(key.project_number, key.location, key.model_id)!r}")
         rows = self.store.page_versions(key, where, order, offset, size + 1)
@@ -562,7 +553,7 @@ class ModelService:
                 listing.apply_read_mask(model_wire(m, v, with_version), read_mask) for m, v in rows[:size]
             ]
         if len(rows) > size:
-            out["nextPageToken"] = _offset_token(offset + size, fingerprint)
+            out["nextPageToken"] = listing.offset_page_token(offset + size, fingerprint)
         return out
 
     # ------------------------------------------------------------ change

@@ -28,7 +28,7 @@ from trainworks.backends.warm import WarmPool, WarmTarget
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
 from trainworks.jobs.service_log import log_service
-from trainworks.kernel.loop import ReconcileLoop
+from trainworks.kernel.loop import ReconcileLoop, reconcile_each
 from trainworks.kernel.lro_store import Key
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
@@ -185,12 +185,13 @@ class PersistentResourceController(ReconcileLoop):
         rows = self.store.all()
         # No resource: no job of one to look at, so skip loading every active job (costly with many queued).
         jobs = resource_jobs(self.jobs) if rows else []
-        busy = False
-        for row in rows:
-            try:
-                busy |= self.reconcile(row, [j for j in jobs if on_resource(j, key_of(row))])
-            except Exception:
-                log.exception("reconciling persistent resource %s failed", row_name(row))
+        busy = reconcile_each(
+            rows,
+            lambda row: self.reconcile(row, [j for j in jobs if on_resource(j, key_of(row))]),
+            log,
+            "reconciling persistent resource %s failed",
+            row_name,
+        )
         if time.monotonic() - self._last_sweep > _SWEEP_SECONDS:
             self._last_sweep = time.monotonic()
             self.warm.drop_others([key_of(r) for r in self.store.all()])

@@ -35,8 +35,9 @@ from trainworks.kernel.lro_store import Key
 from trainworks.kernel.names import parent_name
 from trainworks.kernel.operations import OperationService, operation_wire
 from trainworks.kernel.projects import Projects
+from trainworks.kernel.update_masks import UpdateMaskRules, listed_root
 from trainworks.kernel.wire import format_timestamp, now_utc
-from trainworks.kernel.wire_errors import parse_body, snake
+from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.custom_jobs.validation import MAX_DISPLAY_NAME, check_labels
 from trainworks.kinds.custom_jobs.wire import CustomJobSpec
@@ -227,32 +228,14 @@ _OUTPUT_ROOTS = {
 }
 
 
-def parse_update_mask(mask: str) -> list[str]:
-    paths = [snake(p.strip()) for p in mask.split(",") if p.strip()]
-    if not paths:
-        raise invalid_argument([FieldViolation("update_mask", "Required field is not set.")])
-    problems: list[FieldViolation] = []
-    for path in paths:
-        if path in _MUTABLE:
-            continue
-        root = next(
-            (r for r in (*_IMMUTABLE_ROOTS, *_OUTPUT_ROOTS) if path == r or path.startswith(r + ".")), None
-        )
-        if root in _IMMUTABLE_ROOTS:
-            problems.append(FieldViolation("update_mask", f"{path!r}: the field {root} is immutable"))
-        elif root in _OUTPUT_ROOTS:
-            problems.append(FieldViolation("update_mask", f"{path!r}: the field {root} is output only"))
-        else:
-            problems.append(
-                FieldViolation(
-                    "update_mask",
-                    f"{path!r} is not a field of PersistentResource that can be updated; use display_name, "
-                    "labels, resource_pools, resource_pools.replica_count or resource_pools.autoscaling_spec",
-                )
-            )
-    if problems:
-        raise invalid_argument(problems)
-    return paths
+_UPDATE_MASK = UpdateMaskRules(
+    _MUTABLE,
+    _IMMUTABLE_ROOTS,
+    _OUTPUT_ROOTS,
+    listed_root,
+    "PersistentResource",
+    "display_name, labels, resource_pools, resource_pools.replica_count or resource_pools.autoscaling_spec",
+)
 
 
 def resource_jobs(jobs: CustomJobService) -> list[CustomJobRow]:
@@ -363,7 +346,7 @@ class PersistentResourceService:
         update_mask: str,
         api_version: str = "v1",
     ) -> dict[str, Any]:
-        paths = parse_update_mask(update_mask)
+        paths = _UPDATE_MASK.parse(update_mask)
         resource = parse_body(PersistentResource, body)
         row = self.find(project, location, resource_id)
         if R(row.state) != R.RUNNING:

@@ -1,1 +1,1 @@
-"""Storage objects."""
+"""The Cloud Storage JSON API subset over the local buckets (the object service is trainworks.storage)."""

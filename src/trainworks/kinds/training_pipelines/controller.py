@@ -18,7 +18,7 @@ from trainworks.config import Settings
 from trainworks.contract.environment import output_directories
 from trainworks.jobs.enums import TERMINAL_PIPELINE_STATES, JobState, PipelineState
 from trainworks.kernel.errors import ApiError
-from trainworks.kernel.loop import ReconcileLoop
+from trainworks.kernel.loop import ReconcileLoop, reconcile_each
 from trainworks.kernel.names import parent_name
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
@@ -104,13 +104,13 @@ class TrainingPipelineController(ReconcileLoop):
         super().__init__(settings.resync_seconds)
 
     def reconcile_once(self) -> bool:
-        busy = False
-        for row in self.store.active():
-            try:
-                busy |= self.reconcile(row)
-            except Exception:
-                log.exception("reconciling training pipeline %s failed", row.id)
-        return busy
+        return reconcile_each(
+            self.store.active(),
+            self.reconcile,
+            log,
+            "reconciling training pipeline %s failed",
+            lambda row: row.id,
+        )
 
     def reconcile(self, row: TrainingPipelineRow) -> bool:
         state = P(row.state)

@@ -1,1 +1,1 @@
-"""Tuning jobs."""
+"""HyperparameterTuningJobs: an Optuna study whose trials run as CustomJobs."""

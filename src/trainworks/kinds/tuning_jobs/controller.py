@@ -24,7 +24,7 @@ from trainworks.contract.environment import task_name
 from trainworks.jobs.enums import JobState
 from trainworks.jobs.store import ACTIVE_STATES
 from trainworks.kernel.errors import ApiError
-from trainworks.kernel.loop import ReconcileLoop
+from trainworks.kernel.loop import ReconcileLoop, reconcile_each
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
@@ -86,13 +86,9 @@ class TuningJobController(ReconcileLoop):
         return self.settings.jobs_dir / f"tuning-{job.id}"
 
     def reconcile_once(self) -> bool:
-        busy = False
-        for job in self.store.active():
-            try:
-                busy |= self.reconcile(job)
-            except Exception:
-                log.exception("reconciling tuning job %s failed", job.id)
-        return busy
+        return reconcile_each(
+            self.store.active(), self.reconcile, log, "reconciling tuning job %s failed", lambda job: job.id
+        )
 
     # -------------------------------------------------------------- one tuning job
     def reconcile(self, job: TuningJobRow) -> bool:
