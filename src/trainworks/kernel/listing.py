@@ -62,7 +62,7 @@ def read_offset_page_token(token: str, filter_fingerprint: str, *, bound: int | 
         offset, fp = int(data["o"]), data["f"]
         if offset < 0 or (bound is not None and offset >= bound):
             raise ValueError("offset out of range")
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: int(Infinity)
         raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
     if fp != filter_fingerprint:
         raise invalid_argument(
