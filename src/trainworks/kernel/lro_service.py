@@ -8,21 +8,16 @@ from typing import Any
 
 from trainworks.kernel.errors import (
     ApiError,
-    FieldViolation,
     failed_precondition,
-    invalid_argument,
     not_found,
 )
-from trainworks.kernel.listing import id_page_token, read_id_page_token
+from trainworks.kernel.listing import id_page_token, page_size, read_id_page_token
 from trainworks.kernel.lro_store import Key, LroResourceStore
 from trainworks.kernel.operations import OperationService, aborted_by_delete, operation_wire
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import ProtoEnum
 from trainworks.store.tables import OperationRow
-
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
 
 
 def already_exists(type_name: str, name: str) -> ApiError:
@@ -61,10 +56,8 @@ def list_resources(
     """One page of the parent (project, location) in ID order. `page`: (page_size, page_token); `render`
     turns the page's rows into wire forms (all at once: some kinds read what the rows share in one go);
     `key` names the repeated field."""
-    page_size, page_token = page
-    if page_size < 0:
-        raise invalid_argument([FieldViolation("page_size", "must not be negative")])
-    size = DEFAULT_PAGE_SIZE if page_size == 0 else min(page_size, MAX_PAGE_SIZE)
+    requested, page_token = page
+    size = page_size(requested)
     after = read_id_page_token(page_token, longest) if page_token else None
     project, location = parent
     number = projects.number(project, location)

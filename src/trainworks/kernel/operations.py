@@ -8,6 +8,7 @@ from typing import Any
 
 from trainworks.kernel.errors import ApiError, FieldViolation, invalid_argument, not_found
 from trainworks.kernel.ids import new_numeric_id
+from trainworks.kernel.listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from trainworks.kernel.names import numeric_id, operation_name
 from trainworks.kernel.operation_store import Abort, OperationStore
 from trainworks.kernel.projects import Projects
@@ -138,7 +139,8 @@ class OperationService:
                     raise ValueError("id out of range")
             except ValueError:
                 raise invalid_argument([FieldViolation("page_token", "invalid page token")]) from None
-        size = 100 if page_size <= 0 else min(page_size, 1000)
+        # A negative size is the default here (operations never refused one), unlike other lists.
+        size = DEFAULT_PAGE_SIZE if page_size <= 0 else min(page_size, MAX_PAGE_SIZE)
         rows = self.store.page(number, location, resource, after, size + 1)
         out: dict[str, Any] = {}
         if rows:  # proto3 JSON omits an empty repeated field: an empty page is `{}`
