@@ -4,10 +4,9 @@ compare-and-set, and finishing an operation clears it from (or removes) its reso
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,18 +103,6 @@ KINDS = [
         "persistent-resource-operation-ended",
     ),
 ]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    url = (
-        f"sqlite:///{tmp_path / 'store.db'}"
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_url")
-    )
-    database = Database(url)
-    yield database
-    database.dispose()
 
 
 @pytest.fixture(params=KINDS, ids=[k.name for k in KINDS])

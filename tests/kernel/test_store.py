@@ -20,18 +20,6 @@ from trainworks.store.tables import Base, CustomJobRow, ReplicaRow
 S = JobState
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Database:
-    url = (
-        f"sqlite:///{tmp_path / 'store.db'}"
-        if request.param == "sqlite"
-        else request.getfixturevalue("postgres_url")
-    )
-    database = Database(url)
-    yield database
-    database.dispose()
-
-
 def _row(
     job_id: int, name: str, state: JobState, offset: int = 0, labels: dict | None = None
 ) -> CustomJobRow:
