@@ -89,6 +89,11 @@ JobDisplayNameOpt = Annotated[
 ]
 
 
+def group(name: str, help: str) -> typer.Typer:
+    """A kind's command group (`trainworks <name> ...`): bare, it shows its help."""
+    return typer.Typer(name=name, no_args_is_help=True, add_completion=False, help=help)
+
+
 def name_argument(spec: NameSpec, help: str | None = None) -> Any:
     """The argument naming one resource of `spec`'s collection: an ID, or a full name (see `parse_name`)."""
     if help is None:
@@ -506,6 +511,123 @@ def exit_unless_succeeded(op: dict[str, Any], what: str, timeout: float) -> None
         raise typer.Exit(1)
 
 
+# ====================================================================== standard commands, declared once
+_ARG = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def resource_command(
+    app: typer.Typer,
+    name: str,
+    doc: str,
+    arg: Any,
+    run: Callable[..., None],
+    options: Sequence[tuple[str, Any, Any]] = (),
+) -> None:
+    """Register command `name` (help text `doc`) on `app`: the resource argument `arg` (an Annotated type),
+    then `options` as (parameter, Annotated type, default); `run(opts, resource, **options)` does the work."""
+
+    def func(resource: str, *, opts: Options, **values: Any) -> None:
+        run(opts, resource, **values)
+
+    params = [inspect.Parameter("resource", _ARG, annotation=arg)]
+    params += [inspect.Parameter(p, _ARG, default=d, annotation=a) for p, a, d in options]
+    params.append(inspect.Parameter("opts", inspect.Parameter.KEYWORD_ONLY, annotation=Options))
+    func.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+    func.__doc__ = doc
+    func.__name__ = func.__qualname__ = name.replace("-", "_")
+    command(app, name)(func)
+
+
+@dataclass(frozen=True)
+class ResourceCommands(Generic[C]):
+    """The standard commands of one kind's group, each declared in one call: what differs is the help text
+    and the client call (an unbound client method taking the resource's full name)."""
+
+    app: typer.Typer
+    spec: NameSpec  # names the resource (its `kind` is the one in messages)
+    arg: Any  # the resource argument, Annotated[str, name_argument(...)]
+    client_type: type[C]
+
+    def describe(
+        self, doc: str, get: Callable[[C, str], dict[str, Any]], summary: Callable[[Any], None]
+    ) -> None:
+        """`describe`: the resource, shown by `summary` (json/yaml: raw)."""
+
+        def run(opts: Options, resource: str) -> None:
+            name = opts.name(self.spec, resource)
+            opts.show(opts.call(self.client_type, lambda client: get(client, name)), summary)
+
+        resource_command(self.app, "describe", doc, self.arg, run)
+
+    def cancel(self, doc: str, cancel: Callable[[C, str], dict[str, Any]], wait_group: str | None) -> None:
+        """`cancel`: ask the job to stop (`report_cancel`, hinting `wait_group`'s wait)."""
+
+        def run(opts: Options, resource: str) -> None:
+            name = opts.name(self.spec, resource)
+            result = opts.call(self.client_type, lambda client: cancel(client, name))
+            report_cancel(opts, result, self.spec.kind, name, wait_group)
+
+        resource_command(self.app, "cancel", doc, self.arg, run)
+
+    def delete_job(
+        self,
+        doc: str,
+        delete: Callable[[C, str], dict[str, Any]],
+        unfinished_fails: bool,
+        timeout_opt: Any = DeleteTimeoutOpt,
+    ) -> None:
+        """`delete` of a job: --async, --timeout (`timeout_opt`, 300s), then `delete_job`."""
+
+        def run(opts: Options, resource: str, async_: bool, timeout: float) -> None:
+            name = opts.name(self.spec, resource)
+            delete_job(
+                opts,
+                self.spec.kind,
+                name,
+                self.client_type,
+                lambda client: delete(client, name),
+                async_,
+                timeout,
+                unfinished_fails,
+            )
+
+        options = (("async_", DeleteAsyncOpt, False), ("timeout", timeout_opt, 300.0))
+        resource_command(self.app, "delete", doc, self.arg, run, options)
+
+    def wait(
+        self,
+        doc: str,
+        get: Callable[[C, str], dict[str, Any]],
+        summary: Callable[[Any], None],
+        succeeded: str = "JOB_STATE_SUCCEEDED",
+    ) -> None:
+        """`wait`: --timeout, --poll-interval, then `wait_for_end`."""
+
+        def run(opts: Options, resource: str, timeout: float | None, poll_interval: float) -> None:
+            name = opts.name(self.spec, resource)
+            what = f"{self.spec.kind} [{name}]"
+
+            def fetch(client: C) -> dict[str, Any]:
+                return get(client, name)
+
+            wait_for_end(opts, self.client_type, fetch, what, timeout, poll_interval, summary, succeeded)
+
+        options = (("timeout", WaitTimeoutOpt, None), ("poll_interval", PollIntervalOpt, 2.0))
+        resource_command(self.app, "wait", doc, self.arg, run, options)
+
+    def operation(
+        self, action: str, doc: str, target: OperationTarget[C], start: Callable[[C, str], dict[str, Any]]
+    ) -> None:
+        """Command `action` (e.g. delete, reboot): --async, --timeout (600s), then `target.run`."""
+
+        def run(opts: Options, resource: str, async_: bool, timeout: float) -> None:
+            name = opts.name(self.spec, resource)
+            target.run(opts, action, name, async_, timeout, lambda client: start(client, name))
+
+        options = (("async_", AsyncOpt, False), ("timeout", OperationTimeoutOpt, 600.0))
+        resource_command(self.app, action, doc, self.arg, run, options)
+
+
 __all__ = [
     "ALL_OPTIONS",
     "DEFAULT_ENDPOINT",
@@ -525,12 +647,14 @@ __all__ = [
     "OperationTimeoutOpt",
     "Options",
     "PollIntervalOpt",
+    "ResourceCommands",
     "ProjectOpt",
     "RegionOpt",
     "WaitTimeoutOpt",
     "command",
     "delete_job",
     "exit_unless_succeeded",
+    "group",
     "handle_errors",
     "name_argument",
     "operation_done",
@@ -539,6 +663,7 @@ __all__ = [
     "report_cancel",
     "report_operation",
     "report_submitted",
+    "resource_command",
     "run_operation",
     "show_final",
     "take",

@@ -21,7 +21,9 @@ from trainworks.kernel.cli import (
     OperationTarget,
     OperationTimeoutOpt,
     Options,
+    ResourceCommands,
     command,
+    group,
     name_argument,
 )
 from trainworks.kernel.flags import read_config
@@ -41,11 +43,9 @@ from trainworks.kernel.render import (
 )
 from trainworks.kinds.clusters.client import ClustersClient
 
-app = typer.Typer(
-    name="clusters",
-    no_args_is_help=True,
-    add_completion=False,
-    help="Create and manage training clusters (v1beta1 modelDevelopmentClusters, run as Slurm clusters).",
+app = group(
+    "clusters",
+    "Create and manage training clusters (v1beta1 modelDevelopmentClusters, run as Slurm clusters).",
 )
 
 COLLECTION = "modelDevelopmentClusters"
@@ -484,17 +484,10 @@ def update(
     )
 
 
-@command(app)
-def delete(
-    cluster: ClusterArg,
-    async_: AsyncOpt = False,
-    timeout: OperationTimeoutOpt = 600.0,
-    *,
-    opts: Options,
-) -> None:
-    """Delete a training cluster and stop its Slurm daemons."""
-    name = opts.name(CLUSTERS, cluster)
-    TARGET.run(opts, "delete", name, async_, timeout, lambda client: client.delete_cluster(name))
+COMMANDS = ResourceCommands(app, CLUSTERS, ClusterArg, ClustersClient)
+COMMANDS.operation(
+    "delete", "Delete a training cluster and stop its Slurm daemons.", TARGET, ClustersClient.delete_cluster
+)
 
 
 __all__ = [

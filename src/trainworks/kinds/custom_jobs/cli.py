@@ -30,12 +30,7 @@ from trainworks.kinds.custom_jobs.client import CustomJobsClient
 from trainworks.kinds.custom_jobs.pool_specs import LocalPackage, build_custom_job, check_local_package_flags
 from trainworks.kinds.custom_jobs.render import print_job_summary, print_job_table
 
-app = typer.Typer(
-    name="custom-jobs",
-    no_args_is_help=True,
-    add_completion=False,
-    help="Create and manage custom training jobs (like `gcloud ai custom-jobs`).",
-)
+app = cli.group("custom-jobs", "Create and manage custom training jobs (like `gcloud ai custom-jobs`).")
 
 CUSTOM_JOBS = NameSpec("customJobs", "CUSTOM_JOB", "CustomJob", "job", "CustomJob")
 JobArg = Annotated[str, cli.name_argument(CUSTOM_JOBS)]
@@ -255,43 +250,18 @@ def describe(
     opts.show(job, lambda found: print_job_summary(found, status))
 
 
-@command(app)
-def cancel(
-    custom_job: JobArg,
-    *,
-    opts: Options,
-) -> None:
-    """Ask a running custom job to stop; it ends JOB_STATE_CANCELLED (cancellation is asynchronous)."""
-    name = opts.name(CUSTOM_JOBS, custom_job)
-    cli.report_cancel(
-        opts,
-        opts.call(CustomJobsClient, lambda client: client.cancel_custom_job(name)),
-        "CustomJob",
-        name,
-        "custom-jobs",
-    )
-
-
-@command(app)
-def delete(
-    custom_job: JobArg,
-    async_: cli.DeleteAsyncOpt = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the deletion.")] = 300.0,
-    *,
-    opts: Options,
-) -> None:
-    """Delete a finished custom job (a running one must be cancelled first)."""
-    name = opts.name(CUSTOM_JOBS, custom_job)
-    cli.delete_job(
-        opts,
-        "CustomJob",
-        name,
-        CustomJobsClient,
-        lambda client: client.delete_custom_job(name),
-        async_,
-        timeout,
-        False,
-    )
+COMMANDS = cli.ResourceCommands(app, CUSTOM_JOBS, JobArg, CustomJobsClient)
+COMMANDS.cancel(
+    "Ask a running custom job to stop; it ends JOB_STATE_CANCELLED (cancellation is asynchronous).",
+    CustomJobsClient.cancel_custom_job,
+    "custom-jobs",
+)
+COMMANDS.delete_job(
+    "Delete a finished custom job (a running one must be cancelled first).",
+    CustomJobsClient.delete_custom_job,
+    unfinished_fails=False,
+    timeout_opt=Annotated[float, typer.Option("--timeout", help="Seconds to wait for the deletion.")],
+)
 
 
 @command(app, "stream-logs")
@@ -335,26 +305,11 @@ def shell(
     raise typer.Exit(open_shell(opts.url, opts.api_key, name, replica, command))
 
 
-@command(app)
-def wait(
-    custom_job: JobArg,
-    timeout: cli.WaitTimeoutOpt = None,
-    poll_interval: cli.PollIntervalOpt = 2.0,
-    *,
-    opts: Options,
-) -> None:
-    """Block until the job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled or timed out)."""
-    name = opts.name(CUSTOM_JOBS, custom_job)
-    cli.wait_for_end(
-        opts,
-        CustomJobsClient,
-        lambda client: client.get_custom_job(name),
-        f"CustomJob [{name}]",
-        timeout,
-        poll_interval,
-        print_job_summary,
-        "JOB_STATE_SUCCEEDED",
-    )
+COMMANDS.wait(
+    "Block until the job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled or timed out).",
+    CustomJobsClient.get_custom_job,
+    print_job_summary,
+)
 
 
 # `trainworks admin preempt`: an operator's tool, in the admin group (cli.main adds it there).

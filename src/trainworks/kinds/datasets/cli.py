@@ -12,18 +12,21 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.kernel.cli import Options, command, exit_unless_succeeded, name_argument, operation_done
+from trainworks.kernel.cli import (
+    Options,
+    ResourceCommands,
+    command,
+    exit_unless_succeeded,
+    group,
+    name_argument,
+    operation_done,
+)
 from trainworks.kernel.flags import parse_dict
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kernel.render import print_data, print_status
 from trainworks.kinds.datasets.client import DatasetsClient
 
-app = typer.Typer(
-    name="datasets",
-    no_args_is_help=True,
-    add_completion=False,
-    help="Create and manage datasets for training pipelines (like `gcloud ai datasets`).",
-)
+app = group("datasets", "Create and manage datasets for training pipelines (like `gcloud ai datasets`).")
 
 DATASETS = NameSpec("datasets", "DATASET", "Dataset", "dataset", "Dataset")
 DatasetArg = Annotated[str, name_argument(DATASETS)]
@@ -182,15 +185,9 @@ def list_(
     opts.show(datasets, print_dataset_table)
 
 
-@command(app)
-def describe(
-    dataset: DatasetArg,
-    *,
-    opts: Options,
-) -> None:
-    """Show a dataset."""
-    name = opts.name(DATASETS, dataset)
-    opts.show(opts.call(DatasetsClient, lambda client: client.get_dataset(name)), print_dataset)
+ResourceCommands(app, DATASETS, DatasetArg, DatasetsClient).describe(
+    "Show a dataset.", DatasetsClient.get_dataset, print_dataset
+)
 
 
 @command(app)

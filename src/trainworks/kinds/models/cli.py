@@ -17,6 +17,7 @@ from trainworks.kernel.cli import (
     LabelsOpt,
     Options,
     command,
+    group,
     name_argument,
     page_size_for,
     run_operation,
@@ -27,12 +28,7 @@ from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kernel.render import Column, OutputFormat, print_data, print_status, print_table, resource_id
 from trainworks.kinds.models.client import ModelsClient
 
-app = typer.Typer(
-    name="models",
-    no_args_is_help=True,
-    add_completion=False,
-    help="Upload models to the registry and manage their versions (like `gcloud ai models`).",
-)
+app = group("models", "Upload models to the registry and manage their versions (like `gcloud ai models`).")
 
 _ARG = "MODEL"
 MODELS = NameSpec("models", _ARG, "model", "model", "model")

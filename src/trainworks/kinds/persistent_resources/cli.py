@@ -17,7 +17,9 @@ from trainworks.kernel.cli import (
     OperationTarget,
     OperationTimeoutOpt,
     Options,
+    ResourceCommands,
     command,
+    group,
     name_argument,
     page_size_for,
     take,
@@ -30,11 +32,8 @@ from trainworks.kinds.persistent_resources.render import (
     print_persistent_resource_table,
 )
 
-app = typer.Typer(
-    name="persistent-resources",
-    no_args_is_help=True,
-    add_completion=False,
-    help="Create and manage persistent resources (like `gcloud ai persistent-resources`).",
+app = group(
+    "persistent-resources", "Create and manage persistent resources (like `gcloud ai persistent-resources`)."
 )
 
 RESOURCES = NameSpec(
@@ -213,16 +212,12 @@ def list_(
     opts.show(resources, print_persistent_resource_table)
 
 
-@command(app)
-def describe(
-    persistent_resource: ResourceArg,
-    *,
-    opts: Options,
-) -> None:
-    """Show a persistent resource."""
-    name = opts.name(RESOURCES, persistent_resource)
-    resource = opts.call(PersistentResourcesClient, lambda client: client.get_persistent_resource(name))
-    opts.show(resource, print_persistent_resource_summary)
+COMMANDS = ResourceCommands(app, RESOURCES, ResourceArg, PersistentResourcesClient)
+COMMANDS.describe(
+    "Show a persistent resource.",
+    PersistentResourcesClient.get_persistent_resource,
+    print_persistent_resource_summary,
+)
 
 
 @command(app)
@@ -259,30 +254,18 @@ def update(
     )
 
 
-@command(app)
-def reboot(
-    persistent_resource: ResourceArg,
-    async_: AsyncOpt = False,
-    timeout: OperationTimeoutOpt = 600.0,
-    *,
-    opts: Options,
-) -> None:
-    """Reboot a persistent resource (RUNNING or ERROR): its jobs are aborted, its interpreters restarted."""
-    name = opts.name(RESOURCES, persistent_resource)
-    TARGET.run(opts, "reboot", name, async_, timeout, lambda client: client.reboot_persistent_resource(name))
-
-
-@command(app)
-def delete(
-    persistent_resource: ResourceArg,
-    async_: AsyncOpt = False,
-    timeout: OperationTimeoutOpt = 600.0,
-    *,
-    opts: Options,
-) -> None:
-    """Delete a persistent resource; the jobs still running on it fail."""
-    name = opts.name(RESOURCES, persistent_resource)
-    TARGET.run(opts, "delete", name, async_, timeout, lambda client: client.delete_persistent_resource(name))
+COMMANDS.operation(
+    "reboot",
+    "Reboot a persistent resource (RUNNING or ERROR): its jobs are aborted, its interpreters restarted.",
+    TARGET,
+    PersistentResourcesClient.reboot_persistent_resource,
+)
+COMMANDS.operation(
+    "delete",
+    "Delete a persistent resource; the jobs still running on it fail.",
+    TARGET,
+    PersistentResourcesClient.delete_persistent_resource,
+)
 
 
 __all__ = [

@@ -15,9 +15,10 @@ from trainworks.kernel.cli import (
     DeleteTimeoutOpt,
     LabelsOpt,
     Options,
+    ResourceCommands,
     command,
+    group,
     name_argument,
-    report_cancel,
     report_submitted,
     run_operation,
     take,
@@ -28,12 +29,7 @@ from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kernel.render import OutputFormat, print_status
 from trainworks.kinds.training_pipelines.client import TrainingPipelinesClient
 
-app = typer.Typer(
-    name="training-pipelines",
-    no_args_is_help=True,
-    add_completion=False,
-    help="Create and manage training pipelines (train, then register the model).",
-)
+app = group("training-pipelines", "Create and manage training pipelines (train, then register the model).")
 
 PIPELINES = NameSpec("trainingPipelines", "TRAINING_PIPELINE", "TrainingPipeline", "pipeline", "pipeline")
 PipelineArg = Annotated[str, name_argument(PIPELINES)]
@@ -140,32 +136,13 @@ def _print_table(pipelines: list[dict[str, Any]]) -> None:
         print(f"{p['name'].rsplit('/', 1)[-1]}\t{p.get('displayName', '')}\t{p.get('state', '')}\t{shown}")
 
 
-@command(app)
-def describe(
-    training_pipeline: PipelineArg,
-    *,
-    opts: Options,
-) -> None:
-    """Show a training pipeline."""
-    name = opts.name(PIPELINES, training_pipeline)
-    opts.show(opts.call(TrainingPipelinesClient, lambda client: client.get_training_pipeline(name)), _summary)
-
-
-@command(app)
-def cancel(
-    training_pipeline: PipelineArg,
-    *,
-    opts: Options,
-) -> None:
-    """Ask a pipeline to stop; it cancels its training job and ends CANCELLED (asynchronously)."""
-    name = opts.name(PIPELINES, training_pipeline)
-    report_cancel(
-        opts,
-        opts.call(TrainingPipelinesClient, lambda client: client.cancel_training_pipeline(name)),
-        "TrainingPipeline",
-        name,
-        None,
-    )
+COMMANDS = ResourceCommands(app, PIPELINES, PipelineArg, TrainingPipelinesClient)
+COMMANDS.describe("Show a training pipeline.", TrainingPipelinesClient.get_training_pipeline, _summary)
+COMMANDS.cancel(
+    "Ask a pipeline to stop; it cancels its training job and ends CANCELLED (asynchronously).",
+    TrainingPipelinesClient.cancel_training_pipeline,
+    None,
+)
 
 
 @command(app)

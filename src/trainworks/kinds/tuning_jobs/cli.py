@@ -22,11 +22,8 @@ from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kinds.tuning_jobs.client import TuningJobsClient
 from trainworks.kinds.tuning_jobs.render import print_tuning_job_summary, print_tuning_job_table
 
-app = typer.Typer(
-    name="hp-tuning-jobs",
-    no_args_is_help=True,
-    add_completion=False,
-    help="Create and manage hyperparameter tuning jobs (like `gcloud ai hp-tuning-jobs`).",
+app = cli.group(
+    "hp-tuning-jobs", "Create and manage hyperparameter tuning jobs (like `gcloud ai hp-tuning-jobs`)."
 )
 
 TUNING_JOBS = NameSpec(
@@ -223,74 +220,27 @@ def list_(
     opts.show(jobs, print_tuning_job_table)
 
 
-@command(app)
-def describe(
-    hp_tuning_job: TuningJobArg,
-    *,
-    opts: Options,
-) -> None:
-    """Show a tuning job and its trials, best first by the study's metric goal (INFEASIBLE ones last)."""
-    name = opts.name(TUNING_JOBS, hp_tuning_job)
-    opts.show(
-        opts.call(TuningJobsClient, lambda client: client.get_hyperparameter_tuning_job(name)),
-        print_tuning_job_summary,
-    )
-
-
-@command(app)
-def cancel(
-    hp_tuning_job: TuningJobArg,
-    *,
-    opts: Options,
-) -> None:
-    """Ask a tuning job to stop; it and its running trials end CANCELLED (cancellation is asynchronous)."""
-    name = opts.name(TUNING_JOBS, hp_tuning_job)
-    result = opts.call(TuningJobsClient, lambda client: client.cancel_hyperparameter_tuning_job(name))
-    cli.report_cancel(opts, result, "HyperparameterTuningJob", name, "hp-tuning-jobs")
-
-
-@command(app)
-def delete(
-    hp_tuning_job: TuningJobArg,
-    async_: cli.DeleteAsyncOpt = False,
-    timeout: cli.DeleteTimeoutOpt = 300.0,
-    *,
-    opts: Options,
-) -> None:
-    """Delete a finished tuning job (a running one must be cancelled first)."""
-    name = opts.name(TUNING_JOBS, hp_tuning_job)
-    cli.delete_job(
-        opts,
-        "HyperparameterTuningJob",
-        name,
-        TuningJobsClient,
-        lambda client: client.delete_hyperparameter_tuning_job(name),
-        async_,
-        timeout,
-        True,
-    )
-
-
-@command(app)
-def wait(
-    hp_tuning_job: TuningJobArg,
-    timeout: cli.WaitTimeoutOpt = None,
-    poll_interval: cli.PollIntervalOpt = 2.0,
-    *,
-    opts: Options,
-) -> None:
-    """Block until the tuning job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out)."""
-    name = opts.name(TUNING_JOBS, hp_tuning_job)
-    cli.wait_for_end(
-        opts,
-        TuningJobsClient,
-        lambda client: client.get_hyperparameter_tuning_job(name),
-        f"HyperparameterTuningJob [{name}]",
-        timeout,
-        poll_interval,
-        print_tuning_job_summary,
-        "JOB_STATE_SUCCEEDED",
-    )
+COMMANDS = cli.ResourceCommands(app, TUNING_JOBS, TuningJobArg, TuningJobsClient)
+COMMANDS.describe(
+    "Show a tuning job and its trials, best first by the study's metric goal (INFEASIBLE ones last).",
+    TuningJobsClient.get_hyperparameter_tuning_job,
+    print_tuning_job_summary,
+)
+COMMANDS.cancel(
+    "Ask a tuning job to stop; it and its running trials end CANCELLED (cancellation is asynchronous).",
+    TuningJobsClient.cancel_hyperparameter_tuning_job,
+    "hp-tuning-jobs",
+)
+COMMANDS.delete_job(
+    "Delete a finished tuning job (a running one must be cancelled first).",
+    TuningJobsClient.delete_hyperparameter_tuning_job,
+    unfinished_fails=True,
+)
+COMMANDS.wait(
+    "Block until the tuning job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out).",
+    TuningJobsClient.get_hyperparameter_tuning_job,
+    print_tuning_job_summary,
+)
 
 
 __all__ = [
