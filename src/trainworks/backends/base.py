@@ -56,6 +56,9 @@ class ReplicaStatus:
     exit_code: int | None = None
     detail: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    # Whether a stop signal reached the replica while its command still ran; None: not known (old records,
+    # backends that do not say). An exit 0 with False finished before the stop.
+    interrupted: bool | None = None
 
 
 class LaunchError(Exception):

@@ -337,7 +337,8 @@ class LocalBackend:
                 if data.get("oom_kill") or self._container_oom(run_dir, code):
                     detail = OUT_OF_MEMORY
                 self._ended(run_dir)
-                return ReplicaStatus(Phase.EXITED, exit_code=code, detail=detail)
+                interrupted = bool(data["interrupted"]) if "interrupted" in data else None
+                return ReplicaStatus(Phase.EXITED, exit_code=code, detail=detail, interrupted=interrupted)
         if handle.pid_start and procfs.is_alive(handle.pid, handle.pid_start):
             return ReplicaStatus(Phase.RUNNING)
         if record.exists():  # written between the two checks

@@ -18,8 +18,9 @@ capabilities and sets no_new_privs, so a root replica can neither undo a mount n
 
 When the command ends the init reports its wait status through a pipe and exits; the kernel then kills
 whatever else still runs in the namespace. The supervisor stays outside every namespace, so the server
-tracks and signals the replica by the supervisor's host PID and process group as before (init ignores
-SIGTERM/SIGINT/SIGHUP; the command gets them through the process group; SIGKILL ends everything).
+tracks and signals the replica by the supervisor's host PID and process group as before (init catches
+SIGTERM/SIGINT/SIGHUP only to note whether they came while the command ran; the command gets them through
+the process group; SIGKILL ends everything).
 
 Stdlib only: the supervisor loads this file by path, and it is on every replica's start path.
 """
@@ -72,7 +73,8 @@ _GPU_DEVICE_PREFIXES = ("nvidia",)
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 # Mounts the read-only pass leaves alone: rebuilt by the sandbox itself, or about to be replaced.
 _OWN_TREES = ("/proc", "/dev", "/sys/fs/cgroup")
-# Signals the init ignores: the command gets them straight from the server (they go to the process group).
+# Stop signals: the command gets them straight from the server (they go to the process group); the init
+# survives them.
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 _libc: ctypes.CDLL | None = None
@@ -478,8 +480,12 @@ def _start_command(start: Callable[[], None], log_fd: int, report_fd: int) -> in
     return child
 
 
-def _init(plan: dict[str, Any], start: Callable[[], None], log_fd: int, report_fd: int) -> None:
-    """PID 1 of the replica's namespace: set the sandbox up, start the command, report how it ended."""
+def _init(
+    plan: dict[str, Any], start: Callable[[], None], log_fd: int, report_fd: int, stops: Any = None
+) -> None:
+    """PID 1 of the replica's namespace: set the sandbox up, start the command, report how it ended (its wait
+    status, and whether a stop signal came while it ran: `stops`, shim.StopWatch). Stop signals are caught,
+    never left at their default: for PID 1 that would ignore them, and the command gets them anyway."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, what="tying the replica to its supervisor")
         _join_cgroup(plan.get("cgroup"))
@@ -495,24 +501,34 @@ def _init(plan: dict[str, Any], start: Callable[[], None], log_fd: int, report_f
         os.write(log_fd, f"[trainworks] the replica's sandbox could not be set up: {exc}\n".encode())
         os._exit(127)
     command = _start_command(start, log_fd, report_fd)
-    for signum in _FORWARDED:
-        signal.signal(signum, signal.SIG_IGN)
+    if stops is not None:  # the command is this process's child: only here is its end seen without a race
+        stops.command = command  # a stop before this (inherited from the supervisor) stays counted
+        stops.install()
+    else:
+        for signum in _FORWARDED:
+            signal.signal(signum, signal.SIG_IGN)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
             os._exit(0)
         if pid == command:
-            os.write(report_fd, str(status).encode())
+            interrupted = int(stops.interrupted) if stops is not None else 0
+            os.write(report_fd, f"{status} {interrupted}".encode())
             os._exit(0)
 
 
 def spawn(
-    plan: dict[str, Any], start: Callable[[], None], log_fd: int, started: Callable[[], None] | None = None
+    plan: dict[str, Any],
+    start: Callable[[], None],
+    log_fd: int,
+    started: Callable[[], None] | None = None,
+    stops: Any = None,
 ) -> int:
     """Start the replica under `plan` (parse_plan's dict: its "cgroup" and "sandbox" may be None) and return
     the command's wait status. `start` runs in the command's process and must not return; `started` runs
-    in the supervisor once the replica's processes exist."""
+    in the supervisor once the replica's processes exist; `stops` (shim.StopWatch, installed) learns
+    whether a stop signal came while the command ran."""
     if plan.get("sandbox") is None:
         # No namespaces: the command is the supervisor's own child, as without a sandbox; it joins its
         # memory cgroup before anything else.
@@ -526,6 +542,8 @@ def spawn(
                 os._exit(127)
             start()
             os._exit(127)
+        if stops is not None:
+            stops.command = child
         if started is not None:
             started()
         return _wait(child)
@@ -534,17 +552,23 @@ def spawn(
     init = os.fork()
     if init == 0:
         os.close(read_fd)
-        _init(plan, start, log_fd, write_fd)
+        _init(plan, start, log_fd, write_fd, stops)
         os._exit(127)
     os.close(write_fd)
+    if stops is not None:
+        stops.command = init  # until the init's own report says better
     if started is not None:
         started()
     init_status = _wait(init)
     try:
-        reported = os.read(read_fd, 64)
+        reported = os.read(read_fd, 64).split()
     finally:
         os.close(read_fd)
-    return int(reported) if reported else init_status
+    if not reported:
+        return init_status
+    if stops is not None and len(reported) > 1:
+        stops.interrupted = reported[1] == b"1"
+    return int(reported[0])
 
 
 def _wait(pid: int) -> int:

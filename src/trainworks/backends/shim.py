@@ -123,9 +123,8 @@ def main() -> None:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
 
     # The supervisor outlives signals sent to the group; the command gets default handlers after exec.
-    received: list[int] = []
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda s, _f: received.append(s))
+    stops = StopWatch()
+    stops.install()
 
     def start() -> None:
         os.dup2(out, 1)
@@ -140,7 +139,7 @@ def main() -> None:
             os.write(2, f"[trainworks] could not start {argv[0]!r}: {exc}\n".encode())
         os._exit(127)
 
-    supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record))
+    supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record), stops=stops)
 
 
 def supervise(
@@ -149,12 +148,16 @@ def supervise(
     run_dir: str,
     log_fd: int,
     started: Callable[[], None] | None = None,
+    stops: StopWatch | None = None,
 ) -> None:
     """Run the replica (`start`, in its own process) under `plan`, wait for it and write its exit record;
-    then remove its memory cgroup."""
+    then remove its memory cgroup. `stops`: the stop signals' watch, installed early by the caller."""
     cgroup = plan["cgroup"]
     limits: Any = _load("memory_limits") if cgroup else None  # only used when there is a cgroup
     before = limits.oom_kills(cgroup["dir"], cgroup["version"]) if cgroup else None
+    if stops is None:
+        stops = StopWatch()
+        stops.install()
     if cgroup is None and plan["sandbox"] is None:
         child = os.fork()
         if child == 0:
@@ -163,21 +166,49 @@ def supervise(
             except BaseException as exc:  # noqa: BLE001 - anything here means the command never started
                 os.write(2, f"[trainworks] could not start the replica: {exc}\n".encode())
             os._exit(127)
+        stops.command = child
         if started is not None:
             started()
         status = _wait(child)
     else:
         try:
-            status = _load("sandbox").spawn(plan, start, log_fd, started)
+            status = _load("sandbox").spawn(plan, start, log_fd, started, stops)
         except OSError as exc:
             os.write(log_fd, f"[trainworks] the replica could not be started: {exc}\n".encode())
             status = 127 << 8
     oom = False
     if cgroup is not None:
         oom = status != 0 and limits.ran_out_of_memory(cgroup["dir"], cgroup["version"], before, status)
-    record_status(status, run_dir, oom)
+    record_status(status, run_dir, oom, stops.interrupted)
     if cgroup is not None:
         limits.remove_dir(cgroup["dir"])
+
+
+class StopWatch:
+    """Whether a stop signal (SIGTERM, SIGINT, SIGHUP: the server's teardown, sent to the replica's process
+    group) reached the supervisor while the command still ran. An exit 0 with none before it is a run that
+    finished on its own: a preemption decided in that same instant must not restart it."""
+
+    def __init__(self) -> None:
+        self.command: int | None = None  # the pid to look at; None: not started yet (a stop now interrupts)
+        self.interrupted = False
+
+    def install(self) -> None:
+        """Catch the stop signals (the supervisor outlives them; the command gets default handlers)."""
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_stop)
+
+    def _on_stop(self, _signum: int, _frame: object) -> None:
+        if self.command is None or _running(self.command):
+            self.interrupted = True
+
+
+def _running(pid: int) -> bool:
+    """Whether the child `pid` has not ended yet (looked at without reaping it)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:  # already reaped: it ended
+        return False
 
 
 def _wait(child: int) -> int:
@@ -188,8 +219,9 @@ def _wait(child: int) -> int:
             continue
 
 
-def record_status(status: int, run_dir: str, oom: bool = False) -> None:
-    """Write the exit record: 128+signal when a signal ended the command; oom_kill when the OOM killer did."""
+def record_status(status: int, run_dir: str, oom: bool = False, interrupted: bool = False) -> None:
+    """Write the exit record: 128+signal when a signal ended the command; oom_kill when the OOM killer did;
+    interrupted: whether a stop signal came while the command still ran (StopWatch)."""
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
         record: list[tuple[str, float]] = [("exit_code", 128 + signum), ("signal", signum)]
@@ -197,13 +229,9 @@ def record_status(status: int, run_dir: str, oom: bool = False) -> None:
         record = [("exit_code", os.WEXITSTATUS(status))]
     if oom:
         record.append(("oom_kill", 1))
+    record.append(("interrupted", int(interrupted)))
     record.append(("ended", time.time()))
     _write_record(os.path.join(run_dir, "exit.json"), record)
-
-
-def wait_and_record(child: int, run_dir: str) -> None:
-    """Wait for the command and write its exit record: 128+signal when a signal ended it."""
-    record_status(_wait(child), run_dir)
 
 
 if __name__ == "__main__":

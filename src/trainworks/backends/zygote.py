@@ -222,6 +222,8 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
         ("zygote", os.getppid()),
     ]
     _shim._write_record(shim_record, fields, durable=False)
+    stops = _shim.StopWatch()  # before the server may signal it (it learns the pid from the ready byte)
+    stops.install()
     os.write(ready_fd, b"1")
     os.close(ready_fd)
     # The server's plan (memory cgroup, sandbox: sandbox.py), or the /gcs folder of a server without one.
@@ -233,9 +235,6 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
             _shim._mount_gcs(plan["gcs_root"], err)
         except OSError as exc:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
-    received: list[int] = []
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda s, _f: received.append(s))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _shim.supervise(
         plan,
@@ -243,6 +242,7 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
         run_dir,
         err,
         started=lambda: _shim._fsync(shim_record),
+        stops=stops,
     )
     os._exit(0)
 

@@ -688,12 +688,12 @@ class CustomJobController(GangJobs, ReconcileLoop):
     def _completed_before_preemption(
         self, job: CustomJobRow, replica: ReplicaRow, status: ReplicaStatus
     ) -> None:
-        """A preemption was decided but not delivered yet (no signal sent), and the primary replica has exited
-        0 meanwhile: the job finished before the reclaim reached it, so it succeeded (no restart, no
-        stock-out)."""
+        """A preemption was decided, and the primary replica exited 0 before it was delivered (no signal sent
+        yet, or its supervisor saw the command end before the stop signal came): the job finished before the
+        reclaim reached it, so it succeeded (no restart, no stock-out)."""
         assert job.outcome is not None
         if not (
-            job.teardown_started is None
+            (job.teardown_started is None or status.interrupted is False)
             and (job.outcome.get("restart") == RestartKind.PREEMPTION or job.outcome.get("preemption"))
             and status.phase == Phase.EXITED
             and succeeds_on_exit(replica, status.exit_code)

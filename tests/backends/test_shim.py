@@ -1,0 +1,137 @@
+"""The replica supervisor (backends/shim.py) notes whether a stop signal came while the command still ran.
+
+The server decides a preemption, then signals the replica's process group. A command that exited 0 in between
+finished on its own: its exit record says `"interrupted": 0` and the job succeeds instead of restarting. A
+command that caught the stop and exited 0 was interrupted: `"interrupted": 1`. Both orders are forced, not
+raced for: the supervisor (and the sandbox's init) are stopped while the command exits, and the command is
+stopped until the supervisor has taken the signal. Run with and without the sandbox (it needs root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.server import wait_for
+from trainworks.backends import sandbox
+from trainworks.backends.local import SHIM
+
+SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
+# Prints "ready", then exits 0 on SIGUSR1 (finishes on its own) or on SIGTERM (a graceful stop).
+COMMAND = """
+import os, signal, sys
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+signal.signal(signal.SIGUSR1, lambda *_: sys.exit(0))
+print("ready", flush=True)
+while True:
+    signal.pause()
+"""
+
+PLANS = ["none", "sandbox"]
+
+
+@pytest.fixture(params=PLANS)
+def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replica]:
+    if request.param == "sandbox" and not sandbox.available():
+        pytest.skip("building a sandbox needs CAP_SYS_ADMIN")
+    started = Replica(tmp_path, request.param == "sandbox")
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+class Replica:
+    def __init__(self, run_dir: Path, sandboxed: bool) -> None:
+        self.run_dir = run_dir
+        setup = "-" if sandboxed else ""
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(SHIM), str(run_dir), "", setup, sys.executable, "-c", COMMAND],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"sandbox\n" if sandboxed else b"")
+        self.process.stdin.close()
+        wait_for(lambda: "ready" in self._stdout(), what="the command to start")
+
+    def _stdout(self) -> str:
+        path = self.run_dir / "stdout.log"
+        return path.read_text() if path.exists() else ""
+
+    def members(self) -> list[int]:
+        """The supervisor's process group: the supervisor, the sandbox's init if any, the command."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[2]) == self.process.pid:
+                    found.append(int(entry.name))
+        return found
+
+    def command(self) -> int:
+        """The command's host PID: the group's member that runs COMMAND (the supervisor and the init, forked
+        from it, are the shim)."""
+        for pid in self.members():
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if str(SHIM).encode() not in argv:
+                return pid
+        raise AssertionError("the command is not running")
+
+    def exit_record(self) -> dict[str, float]:
+        self.process.wait(timeout=60)
+        return dict(json.loads((self.run_dir / "exit.json").read_text()))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def took_sigterm(pid: int) -> bool:
+    """The process took the pending SIGTERM (delivered: its handler ran) and sleeps again in its wait."""
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
+    pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+    return not pending & SIGTERM_BIT and status["State"].strip().startswith("S")
+
+
+def test_a_command_that_exited_before_the_stop_was_not_interrupted(replica: Replica) -> None:
+    command = replica.command()
+    watchers = [pid for pid in replica.members() if pid != command]
+    for pid in watchers:  # the supervisor (and init) see nothing until the command has ended
+        os.kill(pid, signal.SIGSTOP)
+    os.kill(command, signal.SIGUSR1)
+    wait_for(lambda: state(command) == "Z", what="the command to end")
+    os.killpg(replica.process.pid, signal.SIGTERM)  # the stop comes after the end
+    for pid in watchers:
+        os.kill(pid, signal.SIGCONT)
+    assert replica.exit_record() | {"ended": 0} == {"exit_code": 0, "interrupted": 0, "ended": 0}
+
+
+def test_a_command_that_caught_the_stop_and_exited_0_was_interrupted(replica: Replica) -> None:
+    command = replica.command()
+    watchers = [pid for pid in replica.members() if pid != command]
+    os.kill(command, signal.SIGSTOP)  # it cannot end before the supervisor (and init) took the stop
+    wait_for(lambda: state(command) == "T", what="the command to stop")
+    os.killpg(replica.process.pid, signal.SIGTERM)
+    for pid in watchers:
+        wait_for(lambda pid=pid: took_sigterm(pid), what=f"process {pid} to take SIGTERM")
+    os.kill(command, signal.SIGCONT)
+    assert replica.exit_record() | {"ended": 0} == {"exit_code": 0, "interrupted": 1, "ended": 0}
