@@ -1,6 +1,8 @@
 """Shared helpers for the benchmarks: a real server in a temporary home, stopped by PID, and statistics.
 
-Every benchmark talks only to 127.0.0.1 and compares against a baseline measured in the same run.
+Every benchmark talks only to 127.0.0.1 and compares against a baseline measured in the same run. Sandboxed
+replicas get a /tmp of their own, so host folders they read or write (markers, release files) are made under
+the server's scratch folder (`Server.scratch_dir`), which the server binds into every replica.
 """
 
 from __future__ import annotations
@@ -35,12 +37,19 @@ def free_port() -> int:
 
 
 class Server:
-    """`trainworks serve` in a temporary home on a free loopback port; stopped by its PID."""
+    """`trainworks serve` in a temporary home on a free loopback port; stopped by its PID.
+
+    Its temporary root holds `home/` (the server's home, hidden from replicas), `server.log`, and `scratch/`:
+    bound into every sandboxed replica at the same path (`--replica-bind`), for the host folders a
+    benchmark shares with its replicas."""
 
     def __init__(self, extra_args: Sequence[str] = (), keep_home: bool = False) -> None:
         self.extra_args = list(extra_args)
         self.keep_home = keep_home
-        self.home = Path(tempfile.mkdtemp(prefix="trainworks-bench-"))
+        self.root = Path(tempfile.mkdtemp(prefix="trainworks-bench-"))
+        self.home = self.root / "home"
+        self.scratch = self.root / "scratch"
+        self.scratch.mkdir()
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -50,7 +59,11 @@ class Server:
 
     @property
     def log_path(self) -> Path:
-        return self.home / "server.log"
+        return self.root / "server.log"
+
+    def scratch_dir(self, prefix: str) -> Path:
+        """A new folder that both this process and every replica of the server see at the same path."""
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.scratch))
 
     def start(self, timeout: float = 60.0) -> Server:
         self.port = free_port()
@@ -64,11 +77,13 @@ class Server:
             "--port",
             str(self.port),
             "--home",
-            str(self.home / "home"),
+            str(self.home),
             "--container-runtime",
             "host",
             "--cancel-grace",
             "3",
+            "--replica-bind",
+            str(self.scratch),
             *self.extra_args,
         ]
         with open(self.log_path, "ab") as log:
@@ -102,7 +117,7 @@ class Server:
                 process.kill()
                 process.wait(timeout=10)
         if not self.keep_home:
-            shutil.rmtree(self.home, ignore_errors=True)
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> Server:
         return self.start()

@@ -432,7 +432,7 @@ def report(results: dict[str, Any], elapsed: float) -> str:
 
 # ------------------------------------------------------------------------------------------ main
 def run(args: argparse.Namespace, server: common.Server, scratch: Path) -> dict[str, Any]:
-    home = server.home / "home"
+    home = server.home
     buckets = home / "buckets"
     table_path = buckets / DATA_BUCKET / TABLE_KEY
     artifacts = buckets / MODEL_BUCKET / "artifacts"

@@ -8,6 +8,11 @@ same run and interleaved with the Trainworks trials, spawns the same N commands 
 The light command starts at once; the heavy one does `import torch` first, to show the overhead against a
 real training start. Target: Trainworks latency <= 1.5x the bare spawn.
 
+The Trainworks side runs on two servers at once, interleaved with the baseline: one as served by default,
+each sandboxed replica with a /tmp and /var/tmp of its own, and one with `--replica-tmp shared` (the host's),
+so the cost of the private /tmp on a replica's start shows as the ratio private / shared. The marker folders
+lie under each server's scratch folder, which both bind into their replicas.
+
     python benchmarks/launch_latency.py [--trials 10] [--heavy-trials 3] [--no-heavy] [--json]
 """
 
@@ -116,6 +121,7 @@ def bare_trial(folder: Path, replicas: int, heavy: bool) -> dict[str, Any]:
 def trainworks_trial(
     client: httpx.Client, server: common.Server, folder: Path, replicas: int, heavy: bool
 ) -> dict[str, Any]:
+    """`folder` must be under `server.scratch`: the only host folder its sandboxed replicas can write."""
     # As on Vertex, the primary pool has one replica: N replicas are 1 primary plus N-1 workers.
     command = [sys.executable, "-c", replica_code(heavy)]
     pools = [common.container_pool(command, 1, args=[str(folder)])]
@@ -138,7 +144,7 @@ def trainworks_trial(
         raise RuntimeError(f"{name} ended {job['state']}: {job.get('error')}")
     # Phases, from the supervisors' own start records (wall clock): when the first and the last
     # supervisor had started, relative to just before the POST.
-    job_dir = server.home / "home" / "jobs" / name.rsplit("/", 1)[1]
+    job_dir = server.home / "jobs" / name.rsplit("/", 1)[1]
     shim_starts = []
     for record in job_dir.glob("workerpool*/shim.json"):
         with contextlib.suppress(OSError, ValueError):
@@ -151,37 +157,68 @@ def trainworks_trial(
     }
 
 
+#: The Trainworks servers compared: each replica with a /tmp of its own (the default), or the host's.
+TMP_MODES = ("private", "shared")
+SIDES = (*TMP_MODES, "bare")
+
+
+class Side:
+    """One Trainworks server and its client, by its replicas' /tmp."""
+
+    def __init__(self, tmp: str) -> None:
+        self.tmp = tmp
+        self.server = common.Server(["--replica-tmp", tmp])
+        self.client: httpx.Client | None = None
+
+    def start(self) -> None:
+        self.server.start()
+        self.client = httpx.Client(base_url=self.server.url, timeout=30.0)
+
+    def stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        self.server.stop()
+
+
 def run_config(
-    client: httpx.Client,
-    server: common.Server,
+    sides: dict[str, Side],
     root: Path,
     replicas: int,
     heavy: bool,
     trials: int,
     warmup: int,
 ) -> dict[str, Any]:
-    results: dict[str, list[dict[str, Any]]] = {"trainworks": [], "bare": []}
+    results: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     for trial in range(warmup + trials):
-        # Alternate which side goes first, so slow drift on a shared machine hits both alike.
-        order = ("trainworks", "bare") if trial % 2 == 0 else ("bare", "trainworks")
-        for side in order:
-            folder = Path(tempfile.mkdtemp(prefix=f"{side}-{replicas}-", dir=root))
+        # Rotate which side goes first, so slow drift on a shared machine hits all alike.
+        shift = trial % len(SIDES)
+        for side in SIDES[shift:] + SIDES[:shift]:
             if side == "bare":
+                folder = Path(tempfile.mkdtemp(prefix=f"bare-{replicas}-", dir=root))
                 outcome = bare_trial(folder, replicas, heavy)
             else:
+                server, client = sides[side].server, sides[side].client
+                assert client is not None
+                folder = server.scratch_dir(f"{side}-{replicas}-")
                 outcome = trainworks_trial(client, server, folder, replicas, heavy)
             if trial >= warmup:
                 results[side].append(outcome)
             shutil.rmtree(folder, ignore_errors=True)
     out: dict[str, Any] = {"replicas": replicas, "command": "import torch" if heavy else "light"}
+    # "trainworks" is the server as served by default (private /tmp); "trainworks_shared" the other.
+    keys = {"private": "trainworks", "shared": "trainworks_shared", "bare": "bare"}
     for side, rows in results.items():
-        out[side] = common.summary([r["latency"] for r in rows])
-    for phase in ("post", "first_shim", "last_shim"):
-        out["trainworks"][phase + "_median"] = common.summary([r[phase] for r in results["trainworks"]])[
-            "median"
-        ]
-    out["ratio_median"] = out["trainworks"]["median"] / out["bare"]["median"]
-    out["ratio_p90"] = out["trainworks"]["p90"] / out["bare"]["p90"]
+        out[keys[side]] = common.summary([r["latency"] for r in rows])
+    for tmp in TMP_MODES:
+        for phase in ("post", "first_shim", "last_shim"):
+            out[keys[tmp]][phase + "_median"] = common.summary([r[phase] for r in results[tmp]])["median"]
+    private, shared, bare = out["trainworks"], out["trainworks_shared"], out["bare"]
+    out["ratio_median"] = private["median"] / bare["median"]
+    out["ratio_p90"] = private["p90"] / bare["p90"]
+    out["shared_ratio_median"] = shared["median"] / bare["median"]
+    out["shared_ratio_p90"] = shared["p90"] / bare["p90"]
+    out["private_over_shared_median"] = private["median"] / shared["median"]
+    out["private_over_shared_p90"] = private["p90"] / shared["p90"]
     return out
 
 
@@ -201,6 +238,11 @@ def report(results: list[dict[str, Any]], elapsed: float) -> str:
             ms(r["bare"]["p90"]),
             f"{r['ratio_median']:.2f}x",
             f"{r['ratio_p90']:.2f}x",
+            ms(r["trainworks_shared"]["median"]),
+            ms(r["trainworks_shared"]["p90"]),
+            f"{r['shared_ratio_median']:.2f}x",
+            f"{r['private_over_shared_median']:.2f}x",
+            f"{r['private_over_shared_p90']:.2f}x",
         ]
         for r in results
     ]
@@ -215,6 +257,11 @@ def report(results: list[dict[str, Any]], elapsed: float) -> str:
             "bare p90 ms",
             "ratio (median)",
             "ratio (p90)",
+            "shared /tmp median ms",
+            "shared /tmp p90 ms",
+            "shared /tmp ratio (median)",
+            "private / shared (median)",
+            "private / shared (p90)",
         ],
         rows,
     )
@@ -222,6 +269,7 @@ def report(results: list[dict[str, Any]], elapsed: float) -> str:
         [
             "command",
             "replicas",
+            "/tmp",
             "POST answered ms",
             "first supervisor up ms",
             "last supervisor up ms",
@@ -231,16 +279,21 @@ def report(results: list[dict[str, Any]], elapsed: float) -> str:
             [
                 r["command"],
                 r["replicas"],
-                ms(r["trainworks"]["post_median"]),
-                ms(r["trainworks"]["first_shim_median"]),
-                ms(r["trainworks"]["last_shim_median"]),
-                ms(r["trainworks"]["median"]),
+                tmp,
+                ms(r[key]["post_median"]),
+                ms(r[key]["first_shim_median"]),
+                ms(r[key]["last_shim_median"]),
+                ms(r[key]["median"]),
             ]
             for r in results
+            for tmp, key in (("private", "trainworks"), ("shared", "trainworks_shared"))
         ],
     )
     lines = [
         "## Launch latency: submit -> all replicas running (Trainworks vs bare subprocess.Popen)",
+        "",
+        "trainworks: each replica with a /tmp of its own (the default); shared /tmp: `serve --replica-tmp "
+        "shared`; ratios are against the bare spawn, private / shared is the cost of the private /tmp.",
         "",
         table,
         "",
@@ -253,7 +306,9 @@ def report(results: list[dict[str, Any]], elapsed: float) -> str:
         verdict = "meets" if r["ratio_median"] <= 1.5 else "misses"
         lines.append(
             f"- {r['command']}, {r['replicas']} replica(s): trainworks/bare = {r['ratio_median']:.2f}x "
-            f"(median), {r['ratio_p90']:.2f}x (p90); {verdict} the 1.5x target"
+            f"(median), {r['ratio_p90']:.2f}x (p90); {verdict} the 1.5x target; with the host's /tmp "
+            f"{r['shared_ratio_median']:.2f}x; private / shared /tmp = "
+            f"{r['private_over_shared_median']:.2f}x (median), {r['private_over_shared_p90']:.2f}x (p90)"
         )
     lines.append(f"\n{elapsed:.0f}s in all; machine: {common.machine()}")
     return "\n".join(lines)
@@ -282,18 +337,19 @@ def main() -> None:
 
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
-    root = Path(tempfile.mkdtemp(prefix="trainworks-launch-"))
-    server = common.Server()
+    root = Path(tempfile.mkdtemp(prefix="trainworks-launch-"))  # the bare spawns' markers
+    sides = {tmp: Side(tmp) for tmp in TMP_MODES}
     try:
-        server.start()
-        with httpx.Client(base_url=server.url, timeout=30.0) as client:
+        for side in sides.values():
+            side.start()
+        for replicas in args.replicas:
+            results.append(run_config(sides, root, replicas, False, args.trials, args.warmup))
+        if heavy:
             for replicas in args.replicas:
-                results.append(run_config(client, server, root, replicas, False, args.trials, args.warmup))
-            if heavy:
-                for replicas in args.replicas:
-                    results.append(run_config(client, server, root, replicas, True, args.heavy_trials, 0))
+                results.append(run_config(sides, root, replicas, True, args.heavy_trials, 0))
     finally:
-        server.stop()
+        for side in sides.values():
+            side.stop()
         shutil.rmtree(root, ignore_errors=True)
     elapsed = time.perf_counter() - started
     if args.json:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -95,16 +94,16 @@ def run(trials: int, kinds: list[str]) -> dict[str, Any]:
         wait_op(client, op.json())
         out["provisioning_s"] = time.monotonic() - t0
         try:
-            with tempfile.TemporaryDirectory(prefix="trainworks-warm-") as tmp:
-                folder = Path(tmp)
-                for kind in kinds:
-                    trial(client, folder, kind, warm=True)  # first use: nothing to learn, keeps it fair
-                    trial(client, folder, kind, warm=False)
-                    results: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
-                    for _ in range(trials):
-                        for warm in (False, True):
-                            results[warm].append(trial(client, folder, kind, warm))
-                    out["configs"].append(summarize(kind, results))
+            # The replicas write their markers here: a folder bound into them (they have /tmp of their own).
+            folder = server.scratch_dir("warm-")
+            for kind in kinds:
+                trial(client, folder, kind, warm=True)  # first use: nothing to learn, keeps it fair
+                trial(client, folder, kind, warm=False)
+                results: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+                for _ in range(trials):
+                    for warm in (False, True):
+                        results[warm].append(trial(client, folder, kind, warm))
+                out["configs"].append(summarize(kind, results))
         finally:
             deletion = client.delete(f"/v1/{common.PARENT}/persistentResources/{RESOURCE_ID}")
             if deletion.status_code == 200:

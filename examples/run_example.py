@@ -26,10 +26,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+BUCKET = "example-bucket"
+SCRIPT = "code/ddp_train.py"
+
+
+def stage_code(client: httpx.Client) -> None:
+    """The training script goes to the bucket, as on Vertex: replicas see it under /gcs (nothing of the
+    host's /tmp, where a checkout may lie, shows inside a replica)."""
+    made = client.post("/storage/v1/b", params={"project": "example-project"}, json={"name": BUCKET})
+    if made.status_code != 409:  # 409: it is there from an earlier run
+        made.raise_for_status()
+    client.post(
+        f"/upload/storage/v1/b/{BUCKET}/o",
+        params={"uploadType": "media", "name": SCRIPT},
+        content=(ROOT / "examples" / "ddp_train.py").read_bytes(),
+        headers={"Content-Type": "text/x-python"},
+    ).raise_for_status()
+
+
 def job_body() -> dict[str, object]:
     container = {
         "imageUri": "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest",
-        "command": ["python3", str(ROOT / "examples" / "ddp_train.py")],
+        "command": ["python3", f"/gcs/{BUCKET}/{SCRIPT}"],
         "args": ["--epochs", "40"],
     }
     machine = {"machineType": "n1-standard-4"}
@@ -41,7 +59,7 @@ def job_body() -> dict[str, object]:
                 {"machineSpec": machine, "replicaCount": "1", "containerSpec": container},
                 {"machineSpec": machine, "replicaCount": "2", "containerSpec": container},
             ],
-            "baseOutputDirectory": {"outputUriPrefix": "gs://example-bucket/ddp-run"},
+            "baseOutputDirectory": {"outputUriPrefix": f"gs://{BUCKET}/ddp-run"},
             "scheduling": {"timeout": "600s"},
         },
     }
@@ -83,6 +101,7 @@ def main() -> int:
                     return 1
                 time.sleep(0.1)
             print(f"Trainworks server on {url} (home {HOME})")
+            stage_code(client)
             created = client.post(f"/v1/{PARENT}/customJobs", json=job_body())
             created.raise_for_status()
             job = created.json()

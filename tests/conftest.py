@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
 from tests.support.pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from tests.support.server import ServerProcess
 
@@ -17,6 +18,18 @@ from tests.support.server import ServerProcess
 # there and not in a plain run. Tests see no terminal size, whatever runs them.
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _replicas_see_the_test_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every server a test starts binds this run's temporary folders (tmp_path: job scripts, gates, files
+    replicas and tests share) into its replicas, and the checkout read-only (examples and test scripts run by
+    their host path): replicas have a /tmp of their own, so anything under /tmp is otherwise out of
+    their sight. Servers see it through `serve --replica-bind`'s variable."""
+    binds = [str(tmp_path_factory.getbasetemp().resolve()), f"{REPO}:ro"]
+    os.environ["TRAINWORKS_REPLICA_BIND"] = " ".join(binds)
+    yield
+    os.environ.pop("TRAINWORKS_REPLICA_BIND", None)
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,10 @@ class Settings:
     sandbox: bool = True  # host replicas run sandboxed (backends/sandbox.py); off only for debugging
     # A host replica's memory limit is its machine type's memory times this (0: no limits).
     replica_memory_scale: float = 1.0
+    # "private": each sandboxed host replica has /tmp and /var/tmp of its own; "shared": the host's.
+    replica_tmp: str = "private"
+    # Host folders every sandboxed replica sees at the same path: (folder, writable).
+    replica_binds: tuple[tuple[Path, bool], ...] = ()
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).expanduser().resolve()
@@ -73,3 +77,18 @@ class Settings:
     def ensure_dirs(self) -> None:
         for path in (self.home, self.buckets, self.jobs_dir, self.cache_dir):
             path.mkdir(parents=True, exist_ok=True)
+
+
+def parse_replica_bind(text: str, home: Path) -> tuple[Path, bool]:
+    """`--replica-bind PATH[:ro|:rw]`: an existing host folder, read-write unless `:ro`. Not `/` (that would
+    open the whole host to every replica) and not inside the server's home (its places stay hidden)."""
+    path, _, mode = text.rpartition(":") if text.endswith((":ro", ":rw")) else (text, "", "rw")
+    folder = Path(path).expanduser().resolve()
+    if not folder.is_dir():
+        raise ValueError(f"{path!r} is not a folder on this host")
+    if folder == Path("/"):
+        raise ValueError("binding / would give every replica the whole host")
+    home = home.expanduser().resolve()
+    if folder == home or home in folder.parents:
+        raise ValueError(f"{folder} is inside the server's home, which replicas never see")
+    return folder, mode == "rw"

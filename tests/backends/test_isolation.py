@@ -5,17 +5,23 @@ by the official client. A probe replica of job A1 tries everything a hostile job
 and logs by host path, the server's database and home, /proc of the server and of another job's replica,
 B's bucket through /gcs, unmounting the masks, leaving its memory cgroup, writing the host's files) and
 writes what happened to a file in its own working directory; every attempt must fail, while its own
-folder, its own project's bucket, /dev/shm and /tmp work. The same probe under `serve --no-sandbox` sees the
-old view. A warm interpreter's replica (zygote.py) runs in the same sandbox, and a shell into a sandboxed
-replica sees what the replica sees.
+folder, its own project's bucket, /dev/shm and its own /tmp work. Its /tmp is its own: another replica's
+/tmp file and a socket in the host's /tmp are out of reach, and what it wrote there is gone when it ends. The
+same probe under `serve --no-sandbox` sees the old view. A warm interpreter's replica (zygote.py) runs in the
+same sandbox, a shell into a sandboxed replica sees what the replica sees, and a server installed under /tmp
+(its code and virtual environment there) stays out of its replicas' reach while they run with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +35,7 @@ from google.cloud import storage
 from tests.support.jobs import MACHINE
 from tests.support.server import LOCATION, ServerProcess, wait_for, wait_job
 from trainworks.backends.base import LaunchRequest, Phase
-from trainworks.backends.local import LocalBackend, cgroup_name
+from trainworks.backends.local import REPLICA_TMP, LocalBackend, cgroup_name
 from trainworks.backends.memory_limits import memory_cgroup_of
 from trainworks.backends.warm import WarmPool, WarmStartBackend, WarmTarget
 from trainworks.config import Settings
@@ -40,6 +46,7 @@ PROJECT_B = "isolation-b"
 BUCKET_A = "iso-bucket-a"
 BUCKET_B = "iso-bucket-b"
 SECRET = "b-secret-value"
+OTHER_TMP_FILE = "/tmp/replica-note.txt"  # every gated replica writes one in its own /tmp
 
 # The probe: each attempt is recorded as {"ok": bool, "value" or "error"}; the results go to probe.json in
 # the replica's own working directory. TARGETS (JSON) names what to try.
@@ -63,6 +70,18 @@ def write(path, text="x"):
     with open(path, "w") as handle:
         handle.write(text)
     return read(path)
+
+def append(path):
+    with open(path, "r+") as handle:
+        handle.seek(0, 2)
+        handle.write("x")
+    return read(path)
+
+def connect(path):
+    import socket
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(path)
+    return path
 
 def sys_call(fn, *args):
     if fn(*args) != 0:
@@ -92,6 +111,10 @@ attempt("leave the memory cgroup", lambda: write(T["server_cgroup_procs"], "0"))
 attempt("list /sys/fs/cgroup", lambda: os.listdir("/sys/fs/cgroup"))
 attempt("write the host's files", lambda: write(T["host_file"]))
 attempt("write the server's code", lambda: write(T["code_file"]))
+attempt("write the server's venv", lambda: write(T["venv_file"]))
+attempt("read another replica's /tmp file", lambda: read(T["other_tmp_file"]))
+attempt("write another replica's /tmp file", lambda: append(T["other_tmp_file"]))
+attempt("connect to a socket in the host's /tmp", lambda: connect(T["host_socket"]))
 attempt("open a disk", lambda: os.open(T["disk"], os.O_RDONLY) if T["disk"] else 1 / 0)
 attempt("my processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 attempt("my cgroup", lambda: read("/proc/self/cgroup"))
@@ -101,7 +124,8 @@ attempt("list my own folder", lambda: sorted(os.listdir(".")))
 attempt("read my project's bucket", lambda: read(f"/gcs/{T['bucket_a']}/hello.txt"))
 attempt("write my project's bucket", lambda: write(f"/gcs/{T['bucket_a']}/from-a1.txt", "from a1"))
 attempt("use /dev/shm", lambda: write("/dev/shm/probe", "shared memory"))
-attempt("write /tmp", lambda: write(T["tmp_file"], "tmp"))
+attempt("write my own /tmp", lambda: write("/tmp/" + T["tmp_name"], "tmp"))
+attempt("write my own /var/tmp", lambda: write("/var/tmp/" + T["tmp_name"], "var tmp"))
 with open("probe.json.tmp", "w") as handle:
     json.dump(results, handle)
 os.replace("probe.json.tmp", "probe.json")
@@ -127,6 +151,10 @@ MUST_FAIL = [
     "leave the memory cgroup",
     "write the host's files",
     "write the server's code",
+    "write the server's venv",
+    "read another replica's /tmp file",
+    "write another replica's /tmp file",
+    "connect to a socket in the host's /tmp",
     "open a disk",
 ]
 MUST_WORK = [
@@ -137,7 +165,8 @@ MUST_WORK = [
     "write my project's bucket",
     "list /gcs",
     "use /dev/shm",
-    "write /tmp",
+    "write my own /tmp",
+    "write my own /var/tmp",
     "my processes",
     "my cgroup",
     "my capabilities",
@@ -146,9 +175,11 @@ MUST_WORK = [
 
 
 def gated_pool(folder: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """A replica that writes its log, says it is up, and runs until the gate file exists."""
+    """A replica that writes its log and a note in its /tmp, says it is up, and runs until the gate file
+    exists."""
     code = (
         "import os, sys, time; print('log line of', os.getcwd(), flush=True); "
+        f"open({OTHER_TMP_FILE!r}, 'w').write('note'); "
         "open(sys.argv[1] + '.tmp', 'w').write(os.getcwd()); os.replace(sys.argv[1] + '.tmp', sys.argv[1]); "
         "[time.sleep(0.05) for _ in iter(lambda: os.path.exists(sys.argv[2]), True)]"
     )
@@ -229,6 +260,20 @@ def iso_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
         proc.stop()
 
 
+@contextlib.contextmanager
+def host_socket(path: str) -> Iterator[None]:
+    """A listening Unix socket in the host's /tmp, as another program would leave one."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(path)
+        sock.listen()
+        try:
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(path)  # the target is real: the host reaches it
+            yield
+        finally:
+            os.unlink(path)
+
+
 def probe_targets(server: ServerProcess, others: dict[str, Path], b_pid: int, tmp: Path) -> dict[str, Any]:
     import trainworks
 
@@ -247,8 +292,11 @@ def probe_targets(server: ServerProcess, others: dict[str, Path], b_pid: int, tm
         "server_cgroup_procs": os.path.join(server_cgroup or "/sys/fs/cgroup/memory", "cgroup.procs"),
         "host_file": f"/etc/trainworks-isolation-{uuid.uuid4().hex[:8]}",
         "code_file": str(Path(trainworks.__file__).parent / f"planted_{uuid.uuid4().hex[:8]}.py"),
+        "venv_file": str(Path(sys.prefix) / f"planted_{uuid.uuid4().hex[:8]}"),
         "disk": host_disk(),
-        "tmp_file": str(tmp / "from-probe.txt"),
+        "tmp_name": f"trainworks-probe-{uuid.uuid4().hex[:8]}.txt",
+        "other_tmp_file": OTHER_TMP_FILE,
+        "host_socket": str(Path(tempfile.gettempdir()) / f"trainworks-iso-{uuid.uuid4().hex[:8]}.sock"),
     }
 
 
@@ -258,8 +306,10 @@ def run_probe(
     try:
         return _run_probe(server, client, targets)
     finally:
-        for planted in (targets["host_file"], targets["code_file"]):  # only an unsandboxed probe gets there
-            Path(planted).unlink(missing_ok=True)
+        planted = [targets["host_file"], targets["code_file"], targets["venv_file"]]
+        planted += [f"{tmp}/{targets['tmp_name']}" for tmp in ("/tmp", "/var/tmp")]
+        for path in planted:  # only an unsandboxed probe gets there
+            Path(path).unlink(missing_ok=True)
 
 
 def _run_probe(
@@ -292,9 +342,11 @@ def test_a_replica_reaches_nothing_of_other_jobs_projects_or_the_server(
             jobs.start(PROJECT_B, "b2")
             others = {"a2": run_dir(iso_server, a2), "b1": run_dir(iso_server, b1)}
             b_pid = command_pid(others["b1"])
-            assert SECRET in Path(f"/proc/{b_pid}/environ").read_text()  # the target is real
+            assert SECRET in Path(f"/proc/{b_pid}/environ").read_text()  # the targets are real
+            assert (others["a2"] / REPLICA_TMP / "tmp" / "replica-note.txt").read_text() == "note"
             targets = probe_targets(iso_server, others, b_pid, tmp_path)
-            results, own = run_probe(iso_server, client, targets)
+            with host_socket(targets["host_socket"]):
+                results, own = run_probe(iso_server, client, targets)
         finally:
             jobs.release()
 
@@ -317,7 +369,12 @@ def test_a_replica_reaches_nothing_of_other_jobs_projects_or_the_server(
     # What it did reached the host where it was allowed to, and nowhere else.
     assert (own / "own.txt").read_text() == "mine"
     assert (iso_server.home / "buckets" / BUCKET_A / "from-a1.txt").read_text() == "from a1"
-    assert (tmp_path / "from-probe.txt").read_text() == "tmp"
+    assert results["write my own /tmp"]["value"] == "tmp"
+    # Its /tmp was its own, and went with it.
+    assert not (Path("/tmp") / targets["tmp_name"]).exists()
+    assert not (Path("/var/tmp") / targets["tmp_name"]).exists()
+    assert not (own / REPLICA_TMP).exists()
+    assert results["connect to a socket in the host's /tmp"]["error"].startswith("FileNotFoundError")
     assert not (others["a2"] / "planted.txt").exists()
     assert not (iso_server.home / "buckets" / BUCKET_B / "planted.txt").exists()
     assert results["write the host's files"]["error"].startswith("OSError: [Errno 30] Read-only file system")
@@ -332,8 +389,13 @@ def test_no_sandbox_restores_the_old_view(tmp_path: Path) -> None:
         with proc.client() as client:
             targets = probe_targets(proc, {"a2": tmp_path / "none", "b1": tmp_path / "none"}, 0, tmp_path)
             # Unsandboxed it could: keep its writes out of the host's and the server's files.
-            targets.update(host_file=str(tmp_path / "host-file"), code_file=str(tmp_path / "code-file"))
-            results, _ = run_probe(proc, client, targets)
+            targets.update(
+                host_file=str(tmp_path / "host-file"),
+                code_file=str(tmp_path / "code-file"),
+                venv_file=str(tmp_path / "venv-file"),
+            )
+            with host_socket(targets["host_socket"]):
+                results, _ = run_probe(proc, client, targets)
     finally:
         proc.stop()
     assert results["open the database"]["ok"]
@@ -341,6 +403,7 @@ def test_no_sandbox_restores_the_old_view(tmp_path: Path) -> None:
     assert results["list /gcs"]["value"] == [BUCKET_A, BUCKET_B]
     assert len(results["my processes"]["value"]) > 2  # the host's processes
     assert results["unmount /gcs"]["ok"]  # with every capability
+    assert results["connect to a socket in the host's /tmp"]["ok"]  # the host's /tmp
 
 
 def test_a_warm_replica_runs_in_the_same_sandbox(tmp_path: Path) -> None:
@@ -451,3 +514,79 @@ def test_a_job_cannot_open_the_masks_through_its_path_or_command(
     seen = json.loads((run / "stdout.log").read_text())
     assert seen["home"] == ["jobs"]
     assert seen["jobs"] == [name.rsplit("/", 1)[-1]]  # its own job's folder, no other
+
+
+# Run by the server's own interpreter from the server's installation: it imports the server's package,
+# then tries to change it and its virtual environment.
+INSTALL_PROBE = r"""
+import json, os, sys, trainworks
+results = {"package": trainworks.__file__, "prefix": sys.prefix}
+for name, path in (("code", os.path.dirname(trainworks.__file__)), ("venv", os.path.join(sys.prefix, "bin"))):
+    try:
+        with open(os.path.join(path, "planted.txt"), "w") as handle:
+            handle.write("x")
+        results[name] = "written"
+    except OSError as exc:
+        results[name] = exc.strerror
+json.dump(results, open("seen.json", "w"))
+"""
+
+
+def install_under_tmp(root: Path) -> Path:
+    """A server installation in the host's /tmp, as a clone there with its .venv would be: a virtual
+    environment whose package is a copy of this one, the other dependencies from this environment. Its
+    interpreter is returned."""
+    import sysconfig
+
+    import trainworks
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    shutil.copytree(
+        Path(trainworks.__file__).parent,
+        root / "src" / "trainworks",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    python = root / "venv" / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    # .pth files are read in name order: the copy comes first on sys.path, then this environment's packages.
+    (site / "00-trainworks.pth").write_text(f"{root / 'src'}\n")
+    dependencies = sysconfig.get_paths()["purelib"]
+    (site / "zz-dependencies.pth").write_text(f"import site; site.addsitedir({dependencies!r})\n")
+    return python
+
+
+def test_a_server_installed_under_tmp_is_read_only_to_its_replicas(tmp_path: Path) -> None:
+    # Not under tmp_path: the test run's folders are bound into every replica (tests/conftest.py).
+    root = Path(tempfile.mkdtemp(prefix="trainworks-install-", dir=tempfile.gettempdir()))
+    try:
+        python = install_under_tmp(root)
+        # Its own package, not one a PYTHONPATH of the test run names.
+        proc = ServerProcess(home=tmp_path / "home", python=str(python), env={"PYTHONPATH": ""}).start()
+        try:
+            pool = {
+                "machineSpec": MACHINE,
+                "replicaCount": "1",
+                "containerSpec": {"imageUri": "python:3.11", "command": [str(python), "-c", INSTALL_PROBE]},
+            }
+            with proc.client() as client:
+                name = create(client, PROJECT_A, pool, "installed-under-tmp")
+                done = wait_job(client, name, timeout=120)
+            run = run_dir(proc, name)
+            assert done["state"] == "JOB_STATE_SUCCEEDED", (done, (run / "stderr.log").read_text())
+            seen = json.loads((run / "seen.json").read_text())
+        finally:
+            proc.stop()
+        # The replica ran the server's installation (the copy in /tmp), and could not change it.
+        assert seen["package"] == str(root / "src" / "trainworks" / "__init__.py")
+        assert seen["prefix"] == str(root / "venv")
+        assert seen["code"] == seen["venv"] == "Read-only file system", seen
+        assert not list(root.rglob("planted.txt"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

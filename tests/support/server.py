@@ -32,6 +32,7 @@ class ServerProcess:
     env: Mapping[str, str] = field(default_factory=dict)
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    python: str = sys.executable  # the interpreter the server runs with (another installation's, say)
 
     @property
     def url(self) -> str:
@@ -49,7 +50,7 @@ class ServerProcess:
         self.port = self.port or free_port()
         self.home.mkdir(parents=True, exist_ok=True)
         command = [
-            sys.executable,
+            self.python,
             "-m",
             "trainworks.cli.main",
             "serve",

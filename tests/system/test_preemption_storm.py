@@ -625,6 +625,7 @@ def test_torch_storm_resumes_the_real_example_bit_for_bit(
 @pytest.fixture
 def services(tmp_path: Path) -> Iterator[Services]:
     settings = Settings(home=tmp_path / "home", preemption_notice_seconds=1.0, cancel_grace_seconds=3.0)
+    settings.replica_binds = ((tmp_path, True),)  # the replicas' go files (their own /tmp is private)
     built = build_services(settings)
     try:
         yield built

@@ -39,8 +39,10 @@ log = logging.getLogger(__name__)
 SHIM = Path(__file__).with_name("shim.py")
 #: The replica's own $HOME layer (its changes to the home folder), inside its run folder.
 HOME_LAYER = ".trainworks-home"
-#: Folders every replica shares, writable, as on any host (tests and tools signal through /tmp).
-SHARED_WRITABLE = ("/tmp", "/var/tmp")
+#: The replica's own /tmp and /var/tmp (sandbox.py binds them), inside its run folder; gone when it ends.
+REPLICA_TMP = ".trainworks-tmp"
+#: The host's temporary folders: each replica gets its own (`serve --replica-tmp shared`: the host's).
+HOST_TMP = (Path("/tmp"), Path("/var/tmp"))
 #: How a podman replica's container ended, as podman told it before the container was removed.
 CONTAINER_RECORD = "container.json"
 
@@ -60,14 +62,15 @@ def _under(path: Path, folder: Path) -> bool:
 
 
 def _server_install() -> list[Path]:
-    """The server's own interpreter and code: a replica in the host runtime runs with them."""
+    """The server's own interpreter and code: a replica in the host runtime runs with them (its import path
+    too: folders a .pth or an editable install put there)."""
     import site
 
     import trainworks
 
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(trainworks.__file__).resolve().parents[1]}
-    paths |= {Path(p) for p in site.getsitepackages()}
-    return sorted(p.resolve() for p in paths if p.exists())
+    paths |= {Path(p) for p in [*site.getsitepackages(), *sys.path] if p and os.path.isabs(p)}
+    return sorted({p.resolve() for p in paths if p.is_dir()})
 
 
 def _sqlite_files(url: str) -> list[Path]:
@@ -117,8 +120,14 @@ class ReplicaIsolation:
             *_sqlite_files(settings.db_url),
         ]
         self.hidden = [home, *(p for p in places if not _under(p, home))]  # masked where they exist
-        # The server's interpreter and code, bound back read-only if a hidden folder holds them.
-        self.install = [p for p in _server_install() if self._hidden(p)]
+        self.private_tmp = settings.replica_tmp == "private"
+        # Host folders every replica sees (`serve --replica-bind`), where they exist.
+        self.binds = [(path.resolve(), writable) for path, writable in settings.replica_binds]
+        if not self.private_tmp:
+            self.binds += [(p, True) for p in HOST_TMP]
+        # The server's interpreter and code, bound back read-only if a hidden folder (or the replica's own
+        # /tmp) covers them: wherever it is installed, a replica can run it but never change it.
+        self.install = [p for p in _server_install() if self._unseen(p)]
         self._pending: set[str] = set()  # cgroups whose removal has to wait for their last processes
 
     @property
@@ -129,6 +138,14 @@ class ReplicaIsolation:
 
     def _hidden(self, path: Path) -> bool:
         return any(_under(path, folder) for folder in self.hidden)
+
+    def _unseen(self, path: Path) -> bool:
+        """Whether a replica cannot see the host's `path`: masked, or in the host's /tmp behind its own
+        (and not in a folder bound into every replica)."""
+        if self._hidden(path):
+            return True
+        bound = any(_under(path, folder) for folder, _ in self.binds)
+        return self.private_tmp and not bound and any(_under(path, tmp) for tmp in HOST_TMP)
 
     def memory_limit(self, request: LaunchRequest) -> int | None:
         if not request.memory_bytes or self.scale <= 0:
@@ -152,7 +169,7 @@ class ReplicaIsolation:
                 if not _under(entry, folder) or entry == folder:
                     continue
                 root = folder / entry.relative_to(folder).parts[0]
-                if root.is_dir() and self._hidden(root) and root not in found:
+                if root.is_dir() and self._unseen(root) and root not in found:
                     found.append(root)
         return found
 
@@ -170,23 +187,28 @@ class ReplicaIsolation:
             plan["gcs_root"] = str(request.gcs_root) if request.gcs_root else None
             return sandbox.format_plan(plan)
         keep: list[tuple[str, bool]] = [(str(request.run_dir), True)]
-        if request.cwd and request.cwd != request.run_dir and self._hidden(request.cwd):
+        if request.cwd and request.cwd != request.run_dir and self._unseen(request.cwd):
             keep.append((str(request.cwd), True))
         keep += [(str(p), False) for p in [*self.install, *self._environments(request)]]
         view: dict[str, object] = {
             "hide": [str(p) for p in self.hidden if p.exists()],
             "keep": keep,
-            "writable": list(SHARED_WRITABLE),
+            "binds": [(str(p), writable) for p, writable in self.binds if p.is_dir()],
             "gcs": None,
             "home": None,
+            "tmp": None,
         }
+        if self.private_tmp:
+            tmp = request.run_dir / REPLICA_TMP
+            shutil.rmtree(tmp, ignore_errors=True)  # a restarted replica starts with an empty /tmp
+            view["tmp"] = str(tmp)
         home = request.env.get("HOME", "")
         if (
             home
             and os.path.isabs(home)
             and os.path.isdir(home)
             and home != "/"
-            and not self._hidden(Path(home))
+            and not self._unseen(Path(home))
         ):
             layer = request.run_dir / HOME_LAYER
             shutil.rmtree(layer, ignore_errors=True)  # a restarted replica starts from the image again
@@ -205,7 +227,9 @@ class ReplicaIsolation:
         return project_buckets(request.gcs_root, request.project or "")
 
     def ended(self, run_dir: Path) -> None:
-        """The replica has ended: its cgroup goes (now, or once its last processes have exited)."""
+        """The replica has ended: its own /tmp goes, and its cgroup (now, or once its last processes have
+        exited)."""
+        shutil.rmtree(run_dir / REPLICA_TMP, ignore_errors=True)
         if self.cgroups is None:
             return
         self.retry_removals()
@@ -290,7 +314,8 @@ class LocalBackend:
         return ProcessHandle(pid=process.pid, pid_start=start)
 
     def _confine_container(self, request: LaunchRequest) -> list[str]:
-        """`podman run` with the replica's memory limit and only its project's buckets at /gcs."""
+        """`podman run` with the replica's memory limit, only its project's buckets at /gcs, and the folders
+        bound into every replica (`serve --replica-bind`)."""
         from trainworks.backends.podman import confine
 
         assert self.settings is not None
@@ -303,7 +328,8 @@ class LocalBackend:
             if root is not None and self.settings.sandbox
             else None
         )
-        return confine(request.argv, memory, root, buckets)
+        binds = [(path, writable) for path, writable in self.settings.replica_binds if path.is_dir()]
+        return confine(request.argv, memory, root, buckets, binds)
 
     def find(self, run_dir: Path) -> ProcessHandle | None:
         try:

@@ -26,7 +26,7 @@ import os
 import resource
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -287,16 +287,22 @@ def container_of(argv: list[str]) -> str | None:
 
 
 def confine(
-    argv: list[str], memory: int | None, bucket_root: Path | None, buckets: list[str] | None
+    argv: list[str],
+    memory: int | None,
+    bucket_root: Path | None,
+    buckets: list[str] | None,
+    binds: Sequence[tuple[Path, bool]] = (),
 ) -> list[str]:
-    """A replica's `podman run` with its memory limit (swap included: --memory-swap equal to --memory) and,
-    when `buckets` is given, only those buckets of the bucket root at /gcs. The container is kept after it
-    ends (no --rm) so that the backend can ask podman whether the OOM killer ended it, then removes it."""
+    """A replica's `podman run` with its memory limit (swap included: --memory-swap equal to --memory),
+    when `buckets` is given only those buckets of the bucket root at /gcs, and `binds` (host folder,
+    writable) at their own paths. The container is kept after it ends (no --rm) so that the backend can ask
+    podman whether the OOM killer ended it, then removes it."""
     if container_of(argv) is None:
         return argv
     out = [argv[0], "run"]
     if memory is not None:
         out += [f"--memory={memory}", f"--memory-swap={memory}"]
+    out += [f"--volume={path}:{path}" + ("" if writable else ":ro") for path, writable in binds]
     whole = f"--volume={bucket_root}:/gcs" if bucket_root is not None else None
     for word in argv[2:]:
         if word == "--rm":

@@ -11,12 +11,14 @@ replica's supervisor (shim.py, or a warm interpreter's fork in zygote.py) starts
 Inside: a fresh /proc (only the replica's own processes), the server's home and other private paths behind
 empty read-only tmpfs masks with only the replica's working directory (read-write) and its interpreter
 environments (read-only) bound back at their own paths, /gcs holding only the buckets its project may see,
-a minimal /dev (no disks), private /dev/shm, /sys and the host filesystem read-only (/tmp and /var/tmp stay
-shared and writable; the replica's $HOME is an overlay whose changes stay in its run folder), /sys/fs/cgroup
-hidden. The init then drops the capability bounding set, ambient, effective, permitted and inheritable
-capabilities and sets no_new_privs, so a root replica can neither undo a mount nor gain privileges back.
+a minimal /dev (no disks), private /dev/shm, a /tmp and /var/tmp of its own (folders in its run folder), the
+folders the server binds into every replica, /sys and the host filesystem read-only (the replica's $HOME is an
+overlay whose changes stay in its run folder), /sys/fs/cgroup hidden. The init then drops the capability
+bounding set, ambient, effective, permitted and inheritable capabilities and sets no_new_privs, so a root
+replica can neither undo a mount nor gain privileges back.
 
-When the command ends the init reports its wait status through a pipe and exits; the kernel then kills
+When the command ends the init reports its wait status (and whether a stop signal came while the command
+ran: shim.StopWatch) through a pipe and exits; the kernel then kills
 whatever else still runs in the namespace. The supervisor stays outside every namespace, so the server
 tracks and signals the replica by the supervisor's host PID and process group as before (init catches
 SIGTERM/SIGINT/SIGHUP only to note whether they came while the command ran; the command gets them through
@@ -76,6 +78,8 @@ _OWN_TREES = ("/proc", "/dev", "/sys/fs/cgroup")
 # Stop signals: the command gets them straight from the server (they go to the process group); the init
 # survives them.
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# A replica's own temporary folders (plan "tmp"): the folder under its tmp root, and where it is bound.
+_PRIVATE_TMP = (("tmp", "/tmp"), ("var-tmp", "/var/tmp"))
 
 _libc: ctypes.CDLL | None = None
 
@@ -198,7 +202,7 @@ def format_plan(plan: dict[str, Any]) -> str:
 
     {"cgroup": {"dir", "version"} | None, "gcs_root": legacy /gcs folder | None, "sandbox": {"hide": [path],
     "keep": [(path, writable)], "gcs": {"root", "buckets"} | None, "home": path | None, "home_layer": path,
-    "writable": [path]} | None}"""
+    "binds": [(path, writable)], "tmp": the replica's own /tmp root | None} | None}"""
     lines: list[tuple[str, ...]] = []
     cgroup = plan.get("cgroup")
     if cgroup:
@@ -210,7 +214,9 @@ def format_plan(plan: dict[str, Any]) -> str:
         lines.append(("sandbox",))
         lines += [("hide", path) for path in view.get("hide", [])]
         lines += [("keep", path, "1" if writable else "0") for path, writable in view.get("keep", [])]
-        lines += [("writable", path) for path in view.get("writable", [])]
+        lines += [("bind", path, "1" if writable else "0") for path, writable in view.get("binds", [])]
+        if view.get("tmp"):
+            lines.append(("tmp", view["tmp"]))
         if view.get("home"):
             lines.append(("home", view["home"], view["home_layer"]))
         if view.get("gcs") is not None:
@@ -232,11 +238,16 @@ def parse_plan(text: str) -> dict[str, Any]:
         elif kind == "gcs_root":
             plan["gcs_root"] = fields[0]
         elif kind == "sandbox":
-            view = plan["sandbox"] = {"hide": [], "keep": [], "writable": [], "gcs": None, "home": None}
-        elif kind in ("hide", "writable"):
+            view = plan["sandbox"] = {"hide": [], "keep": [], "binds": [], "gcs": None, "home": None}
+            view["tmp"] = None
+        elif kind == "hide":
             view[kind].append(fields[0])
         elif kind == "keep":
             view["keep"].append((fields[0], fields[1] == "1"))
+        elif kind == "bind":
+            view["binds"].append((fields[0], fields[1] == "1"))
+        elif kind == "tmp":
+            view["tmp"] = fields[0]
         elif kind == "home":
             view["home"], view["home_layer"] = fields
         elif kind == "gcs":
@@ -302,18 +313,24 @@ class _Mounts:
     def build(self) -> None:
         mount("none", "/", None, MS_REC | MS_PRIVATE, what="making the mounts private")
         plan = self.plan
-        writable = [path for path in plan.get("writable", []) if os.path.isdir(path)]
-        for path in writable:
-            # A mount of its own, so that making the host's filesystem read-only leaves it writable.
-            _bind(path, path, False, f"binding {path}")
-            self.ours.add(path)
-        # Sources first: the home overlay and the masks below would hide (or stand in for) them.
+        # Sources first: the private /tmp, the home overlay and the masks below would hide (or stand in
+        # for) them.
+        binds = [(path, bool(flag), self._source(path)) for path, flag in plan.get("binds", [])]
         keep = [(path, bool(flag), self._source(path)) for path, flag in plan.get("keep", [])]
         gcs = plan.get("gcs")
         buckets = []
         if gcs:
             buckets = [(name, self._source(os.path.join(gcs["root"], name))) for name in gcs["buckets"]]
         devices = self._device_sources()
+        tmp = plan.get("tmp")
+        if tmp:
+            self._private_tmp(tmp)
+        for path, flag, source in binds:
+            # A mount of its own, so that making the host's filesystem read-only leaves it as it was given;
+            # the masks come after, so a bound folder never uncovers the server's own places inside it.
+            self._mkdirs(path)
+            _bind(source, path, not flag, f"binding {path}")
+            self.ours.add(path)
         home = plan.get("home") or ""
         if home:
             self._home_overlay(home, plan["home_layer"])
@@ -338,6 +355,21 @@ class _Mounts:
         """The bind target inside a mask: its folders are made in the mask's tmpfs."""
         if not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)
+
+    def _private_tmp(self, root: str) -> None:
+        """/tmp and /var/tmp of the replica's own: folders under `root` (in its run folder), bound over the
+        host's, as a separate machine's would be. Nothing of the host's /tmp shows (other jobs' files, other
+        programs' sockets, a server installed there: that is bound back read-only like a masked one)."""
+        sources = []
+        for name, target in _PRIVATE_TMP:
+            folder = os.path.join(root, name)
+            os.makedirs(folder, exist_ok=True)
+            os.chmod(folder, 0o1777)
+            if os.path.isdir(target):
+                sources.append((target, self._source(folder)))  # before either bind: root may be under /tmp
+        for target, source in sources:
+            _bind(source, target, False, f"binding the replica's own {target}")
+            self.ours.add(target)
 
     def _hide(self, paths: list[str]) -> list[str]:
         """An empty tmpfs over each folder (made read-only once the binds are back), /dev/null over files."""

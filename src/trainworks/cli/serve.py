@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 import uvicorn
 
-from trainworks.config import Settings, default_home
+from trainworks.config import Settings, default_home, parse_replica_bind
 from trainworks.observability.log_format import FORMATS, configure_logging, uvicorn_log_config
 
 log = logging.getLogger("trainworks")
@@ -139,6 +139,19 @@ def serve(
         help="A host replica's memory limit is its machine type's memory times this, for a host smaller "
         "than the machines it emulates (0: no limits).",
     ),
+    replica_tmp: str = typer.Option(
+        "private",
+        "--replica-tmp",
+        help="private: each sandboxed host replica gets /tmp and /var/tmp of its own (a folder in its run "
+        "folder, removed when it ends), as a separate machine would; shared: the host's.",
+    ),
+    replica_bind: list[str] = typer.Option(
+        [],
+        "--replica-bind",
+        envvar="TRAINWORKS_REPLICA_BIND",
+        help="A host folder every sandboxed replica sees at the same path, read-write (PATH:ro: read-only); "
+        "the server's own places stay hidden inside it (repeatable; the variable: paths split by spaces).",
+    ),
     log_level: str = typer.Option("info", "--log-level"),
     log_format: str = typer.Option(
         "text", "--log-format", help="text, or json: one JSON object per line (time, level, logger, message)."
@@ -159,6 +172,8 @@ def serve(
     tokens = frozenset(t for item in api_token for t in item.split(",") if t)
     if log_format not in FORMATS:
         raise typer.BadParameter("--log-format must be text or json")
+    if replica_tmp not in ("private", "shared"):
+        raise typer.BadParameter("must be private or shared", param_hint="--replica-tmp")
     json_logs = log_format == "json"
     configure_logging(log_format, log_level, json_logs if access_log is None else access_log, redact=tokens)
     settings = Settings(
@@ -179,7 +194,12 @@ def serve(
         storage_url=storage_url(host, port),
         sandbox=sandbox,
         replica_memory_scale=replica_memory_scale,
+        replica_tmp=replica_tmp,
     )
+    try:
+        settings.replica_binds = tuple(parse_replica_bind(item, settings.home) for item in replica_bind)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--replica-bind") from None
     if insecure_registry:
         from trainworks.backends.podman import check_registry
 

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 
@@ -38,7 +39,7 @@ def listening(port: int) -> bool:
         return False
 
 
-def test_tensorboard_serves_the_scalars_a_job_wrote(server: ServerProcess) -> None:
+def test_tensorboard_serves_the_scalars_a_job_wrote(server: ServerProcess, tmp_path: Path) -> None:
     body = job(python_pool(WRITER), baseOutputDirectory={"outputUriPrefix": "gs://tb-bucket/run1"})
     with server.client() as client:
         name = client.post(f"/v1/{server.parent}/customJobs", json=body).json()["name"]
@@ -50,16 +51,15 @@ def test_tensorboard_serves_the_scalars_a_job_wrote(server: ServerProcess) -> No
     assert list(log_dir.glob("events.out.tfevents.*"))
 
     port = free_port()
-    process = subprocess.Popen(
-        cli(server, name.rsplit("/", 1)[-1], "--port", str(port)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # stderr to a file: TensorBoard shares it, and a pipe it held open would block a read of it.
+    stderr = tmp_path / "cli.stderr"
+    with open(stderr, "w") as sink:
+        command = cli(server, name.rsplit("/", 1)[-1], "--port", str(port))
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=sink, text=True)
     try:
         assert process.stdout is not None
         url = process.stdout.readline().strip()  # printed once TensorBoard listens
-        assert url == f"http://127.0.0.1:{port}/", (url, process.stderr.read() if process.poll() else "")
+        assert url == f"http://127.0.0.1:{port}/", (url, stderr.read_text())
         with httpx.Client(base_url=url, timeout=10) as tensorboard:
 
             def tags() -> dict | None:
@@ -71,6 +71,7 @@ def test_tensorboard_serves_the_scalars_a_job_wrote(server: ServerProcess) -> No
             assert [(step, round(value, 4)) for _, step, value in points.json()] == [
                 (step, round(1.0 / (step + 1), 4)) for step in range(5)
             ]
+        wait_for(lambda: "Press Ctrl-C" in stderr.read_text(), what="the CLI to wait for Ctrl-C")
     finally:
         process.send_signal(signal.SIGINT)  # Ctrl-C
         try:
@@ -78,7 +79,8 @@ def test_tensorboard_serves_the_scalars_a_job_wrote(server: ServerProcess) -> No
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    assert process.returncode == 0, process.stderr.read() if process.stderr else ""
+    assert process.returncode == 0, stderr.read_text()
+    assert "Stopping TensorBoard." in stderr.read_text()
     assert not listening(port)  # the CLI stopped its TensorBoard
 
 

@@ -8,6 +8,7 @@ Ctrl-C (or SIGTERM), which stops it by its PID.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import signal
 import socket
@@ -33,12 +34,21 @@ STARTUP_TIMEOUT = 120.0  # TensorBoard imports a lot on its first start
 STOP_GRACE = 10.0
 
 
+PR_SET_PDEATHSIG = 1
+
+
 class _Stop(Exception):
-    """SIGTERM, handled like Ctrl-C: TensorBoard is stopped before this command exits."""
+    """Ctrl-C or SIGTERM: TensorBoard is stopped before this command exits."""
 
 
-def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+def _on_stop(_signum: int, _frame: FrameType | None) -> None:
     raise _Stop()
+
+
+def _die_with_parent() -> None:
+    """In TensorBoard's process, before it starts: it gets SIGTERM when this command dies, even killed
+    outright (SIGKILL), so no orphan keeps the port and the terminal's pipes."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def choose_log_dir(info: dict[str, str], endpoint: str) -> str:
@@ -102,8 +112,9 @@ def tensorboard(
         raise typer.Exit(1)
     command = [sys.executable, "-m", "tensorboard.main", "--logdir", log_dir]
     command += ["--host", HOST, "--port", str(port)]
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    # Both stop signals raise _Stop from the moment TensorBoard exists: no KeyboardInterrupt to lose.
+    previous = {signum: signal.signal(signum, _on_stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
     try:
         _wait_until_listening(process, port)
         print(f"http://{HOST}:{port}/", flush=True)  # stdout: the result, for scripts
@@ -117,4 +128,5 @@ def tensorboard(
         print_status("Stopping TensorBoard.")
     finally:
         _stop(process)
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
