@@ -520,7 +520,11 @@ def test_a_job_cannot_open_the_masks_through_its_path_or_command(
 # then tries to change it and its virtual environment.
 INSTALL_PROBE = r"""
 import json, os, sys, trainworks
-results = {"package": trainworks.__file__, "prefix": sys.prefix}
+results = {"package": trainworks.__file__, "prefix": sys.prefix, "home": sorted(os.listdir(sys.argv[1]))}
+try:
+    results["database"] = open(os.path.join(sys.argv[1], "trainworks.db"), "rb").read(4).decode()
+except OSError as exc:
+    results["database"] = exc.strerror
 for name, path in (("code", os.path.dirname(trainworks.__file__)), ("venv", os.path.join(sys.prefix, "bin"))):
     try:
         with open(os.path.join(path, "planted.txt"), "w") as handle:
@@ -562,18 +566,22 @@ def install_under_tmp(root: Path) -> Path:
     return python
 
 
-def test_a_server_installed_under_tmp_is_read_only_to_its_replicas(tmp_path: Path) -> None:
+def test_a_server_installed_under_tmp_is_read_only_to_its_replicas() -> None:
     # Not under tmp_path: the test run's folders are bound into every replica (tests/conftest.py).
     root = Path(tempfile.mkdtemp(prefix="trainworks-install-", dir=tempfile.gettempdir()))
     try:
         python = install_under_tmp(root)
-        # Its own package, not one a PYTHONPATH of the test run names.
-        proc = ServerProcess(home=tmp_path / "home", python=str(python), env={"PYTHONPATH": ""}).start()
+        # As `make run` in a checkout under /tmp: its home inside the checkout, started there with
+        # `python -m` (the checkout is then on its import path), its own package, not one a PYTHONPATH of the
+        # test run names.
+        home = root / ".trainworks-run"
+        proc = ServerProcess(home=home, python=str(python), env={"PYTHONPATH": ""}, cwd=root).start()
         try:
+            command = [str(python), "-c", INSTALL_PROBE, str(home)]
             pool = {
                 "machineSpec": MACHINE,
                 "replicaCount": "1",
-                "containerSpec": {"imageUri": "python:3.11", "command": [str(python), "-c", INSTALL_PROBE]},
+                "containerSpec": {"imageUri": "python:3.11", "command": command},
             }
             with proc.client() as client:
                 name = create(client, PROJECT_A, pool, "installed-under-tmp")
@@ -587,6 +595,9 @@ def test_a_server_installed_under_tmp_is_read_only_to_its_replicas(tmp_path: Pat
         assert seen["package"] == str(root / "src" / "trainworks" / "__init__.py")
         assert seen["prefix"] == str(root / "venv")
         assert seen["code"] == seen["venv"] == "Read-only file system", seen
+        # The checkout shows (read-only), the home in it stays masked: only the way to its own folder and the
+        # executor environment it runs from.
+        assert set(seen["home"]) <= {"jobs", "cache"} and seen["database"] == "No such file or directory", seen
         assert not list(root.rglob("planted.txt"))
     finally:
         shutil.rmtree(root, ignore_errors=True)

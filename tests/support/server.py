@@ -33,6 +33,7 @@ class ServerProcess:
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
     python: str = sys.executable  # the interpreter the server runs with (another installation's, say)
+    cwd: Path | None = None  # where it starts (`python -m` puts it on the server's import path)
 
     @property
     def url(self) -> str:
@@ -67,7 +68,8 @@ class ServerProcess:
             *self.args,
         ]
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
-        self.process = subprocess.Popen(command, stdout=log, stderr=log, env={**os.environ, **self.env})
+        env = {**os.environ, **self.env}
+        self.process = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=self.cwd)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -127,7 +127,10 @@ class ReplicaIsolation:
             self.binds += [(p, True) for p in HOST_TMP]
         # The server's interpreter and code, bound back read-only if a hidden folder (or the replica's own
         # /tmp) covers them: wherever it is installed, a replica can run it but never change it.
-        self.install = [p for p in _server_install() if self._unseen(p)]
+        # Never / or a temporary root itself (a `python -m` started there has it on its import path): that
+        # would undo the private /tmp.
+        roots = {Path("/"), *HOST_TMP}
+        self.install = [p for p in _server_install() if p not in roots and self._unseen(p)]
         self._pending: set[str] = set()  # cgroups whose removal has to wait for their last processes
 
     @property
@@ -186,14 +189,20 @@ class ReplicaIsolation:
         if not self.sandboxed:
             plan["gcs_root"] = str(request.gcs_root) if request.gcs_root else None
             return sandbox.format_plan(plan)
-        keep: list[tuple[str, bool]] = [(str(request.run_dir), True)]
+        # What the replica needs of what it cannot see: bound back after the masks when a mask covers it
+        # (`keep`); bound before them when only the private /tmp does (`binds`), so that a server's home
+        # inside it (a checkout's home under /tmp) is still masked.
+        wanted = [(request.run_dir, True)]
         if request.cwd and request.cwd != request.run_dir and self._unseen(request.cwd):
-            keep.append((str(request.cwd), True))
-        keep += [(str(p), False) for p in [*self.install, *self._environments(request)]]
+            wanted.append((request.cwd, True))
+        wanted += [(p, False) for p in [*self.install, *self._environments(request)]]
+        keep = [(str(p), writable) for p, writable in wanted if self._hidden(p)]
+        binds = [(str(p), writable) for p, writable in self.binds if p.is_dir()]
+        binds += [(str(p), writable) for p, writable in wanted if not self._hidden(p)]
         view: dict[str, object] = {
             "hide": [str(p) for p in self.hidden if p.exists()],
             "keep": keep,
-            "binds": [(str(p), writable) for p, writable in self.binds if p.is_dir()],
+            "binds": binds,
             "gcs": None,
             "home": None,
             "tmp": None,
