@@ -597,7 +597,8 @@ def test_a_server_installed_under_tmp_is_read_only_to_its_replicas() -> None:
         assert seen["code"] == seen["venv"] == "Read-only file system", seen
         # The checkout shows (read-only), the home in it stays masked: only the way to its own folder and the
         # executor environment it runs from.
-        assert set(seen["home"]) <= {"jobs", "cache"} and seen["database"] == "No such file or directory", seen
+        assert set(seen["home"]) <= {"jobs", "cache"}, seen
+        assert seen["database"] == "No such file or directory", seen
         assert not list(root.rglob("planted.txt"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
