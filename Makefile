@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+SERVE_STAMP := $(VENV)/.installed-serve
 PORT ?= 8080
+# `make serve` serves gRPC here too (GRPC_PORT=0: REST only).
+GRPC_PORT ?= 50051
 # Test modules run on this many workers (pytest-xdist); a module's tests stay together on one worker.
 # Tests marked `alone` (they assert a duration) run afterwards, one at a time.
 TEST_WORKERS ?= 2
@@ -19,6 +22,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[examples]'
 	touch $@
 
+# gRPC serves the official message types of google-cloud-aiplatform (the `vertex` extra).
+$(SERVE_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[examples,vertex]'
+	touch $@
+
 $(TEST_STAMP): $(STAMP)
 	bash scripts/install-test-deps.sh
 	$(BIN)/pip install --quiet -e '.[examples,test]'
@@ -27,8 +35,8 @@ $(TEST_STAMP): $(STAMP)
 run: $(STAMP)
 	$(BIN)/python examples/run_example.py
 
-serve: $(STAMP)
-	$(BIN)/trainworks serve --port $(PORT)
+serve: $(SERVE_STAMP)
+	$(BIN)/trainworks serve --port $(PORT) --grpc-port $(GRPC_PORT)
 
 test: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

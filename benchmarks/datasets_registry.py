@@ -53,8 +53,6 @@ from typing import Any
 
 import httpx
 
-from trainworks.kernel.operation_store import OperationStore
-from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
 from trainworks.kinds.datasets.files import SHARD_ROWS
 from trainworks.kinds.datasets.service import DatasetService
@@ -222,7 +220,6 @@ def export_service(db: Database, home: Path) -> DatasetService:
     return DatasetService(
         DatasetStore(db),
         projects,
-        OperationService(OperationStore(db), projects),
         ObjectStore((home / "buckets").resolve()),
         home / "datasets",
     )

@@ -38,7 +38,10 @@ class Settings:
     # Where training clusters' Slurm daemons keep their state. Unix socket paths are short (107 bytes) and
     # munged wants every parent directory searchable by all, so by default it is a short folder in /tmp.
     clusters_root: Path | None = None
-    max_request_bytes: int = 16 << 20  # JSON request bodies (api/limits.py)
+    max_request_bytes: int = 16 << 20  # JSON request bodies (api/limits.py), gRPC requests
+    # The gRPC API (kernel/rpc.py) listens here beside the HTTP one; port 0: no gRPC.
+    grpc_host: str = "127.0.0.1"
+    grpc_port: int = 0
     max_object_bytes: int = 5 << 40  # one Cloud Storage upload's object, as Cloud Storage allows
     sandbox: bool = True  # host replicas run sandboxed (backends/sandbox.py); off only for debugging
     # A host replica's memory limit is its machine type's memory times this (0: no limits).

@@ -12,6 +12,7 @@ from trainworks.capacity.service import CapacityService
 from trainworks.catalog.node_images import ImageCatalog
 from trainworks.config import Settings
 from trainworks.costs.service import CostService
+from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
@@ -81,26 +82,24 @@ class Services:
     metrics: ServerMetrics = field(default_factory=ServerMetrics)  # what /metrics shows
     tokens: TokenService | None = None  # the stored API tokens that api/auth.py looks up
 
+    def _other_controllers(self) -> list[ReconcileLoop]:
+        """The controllers besides the custom jobs' one, in the order they start (they stop in reverse)."""
+        loops = (
+            self.persistent_controller,
+            self.tuning_controller,
+            self.cluster_controller,
+            self.pipeline_controller,
+        )
+        return [loop for loop in loops if loop is not None]
+
     def start(self) -> None:
         self.controller.start()
-        for extra in (
-            self.persistent_controller,
-            self.tuning_controller,
-            self.cluster_controller,
-            self.pipeline_controller,
-        ):
-            if extra is not None:
-                extra.start()
+        for extra in self._other_controllers():
+            extra.start()
 
     def stop(self) -> None:
-        for extra in (
-            self.pipeline_controller,
-            self.cluster_controller,
-            self.tuning_controller,
-            self.persistent_controller,
-        ):
-            if extra is not None:
-                extra.stop()
+        for extra in reversed(self._other_controllers()):
+            extra.stop()
         self.controller.stop()
         if self.storage is not None:
             self.storage.close()  # the object metadata store's SQLite connection
@@ -146,7 +145,6 @@ def build_services(settings: Settings) -> Services:
     controller = CustomJobController(
         settings,
         job_store,
-        op_store,
         backend,
         PackageEnvironments(settings.cache_dir, objects),
         inventory,
@@ -156,10 +154,10 @@ def build_services(settings: Settings) -> Services:
     controller.persistent = pr_jobs
     custom_jobs.wake = controller.wake  # the service and the controller need each other
     pr_controller = PersistentResourceController(
-        settings, pr_store, custom_jobs, op_store, warm, wake_jobs=controller.wake
+        settings, pr_store, custom_jobs, warm, wake_jobs=controller.wake
     )
     persistent_resources = PersistentResourceService(
-        pr_store, custom_jobs, projects, operations, wake=pr_controller.wake, output_buckets=buckets
+        pr_store, custom_jobs, projects, wake=pr_controller.wake, output_buckets=buckets
     )
     custom_jobs.persistent_resources = persistent_resources  # checks jobs with persistentResourceId
     costs = CostService(custom_jobs, projects)
@@ -167,7 +165,7 @@ def build_services(settings: Settings) -> Services:
     logs = LogService(settings, job_store, projects)
     # Tuning: trials are CustomJobs; the studies live in Optuna's tables of the same database.
     tuning_store = TuningStore(db)
-    tuning_controller = TuningJobController(settings, tuning_store, custom_jobs, op_store, db.url)
+    tuning_controller = TuningJobController(settings, tuning_store, custom_jobs, db.url)
     tuning_jobs = TuningJobService(
         tuning_store,
         projects,
@@ -181,9 +179,7 @@ def build_services(settings: Settings) -> Services:
     models = ModelService(
         ModelStore(db), projects, ArtifactRegistry(objects, settings.home / "registry"), buckets
     )
-    datasets = DatasetService(
-        DatasetStore(db), projects, operations, objects, settings.home / "datasets", buckets
-    )
+    datasets = DatasetService(DatasetStore(db), projects, objects, settings.home / "datasets", buckets)
     # Training pipelines: each exports its dataset, runs a CustomJob or a tuning job of its own, then
     # registers the model.
     pipeline_store = TrainingPipelineStore(db)
@@ -192,7 +188,6 @@ def build_services(settings: Settings) -> Services:
         pipeline_store,
         custom_jobs,
         tuning_jobs,
-        op_store,
         models=models,
         datasets=datasets,
     )
@@ -215,7 +210,7 @@ def build_services(settings: Settings) -> Services:
     cluster_controller = ClusterController(settings, cluster_store, images)
     slurm.add_resolver(cluster_targets(settings, cluster_store))  # its label is explicit: it goes first
     clusters = ClusterService(
-        cluster_store, projects, operations, images, settings.clusters_dir, wake=cluster_controller.wake
+        cluster_store, projects, images, settings.clusters_dir, wake=cluster_controller.wake
     )
     return Services(
         settings,

@@ -15,6 +15,8 @@ The rules (one test each; a failure lists the offending `module -> import` pairs
 5. No import cycles between packages (see test_no_package_cycles for what counts).
 6. Nothing but the entry points imports the composition root, trainworks.wiring (the HTTP app may name its
    type under TYPE_CHECKING).
+7. The gRPC layer (kernel/rpc.py and each kind's rpc.py) imports nothing of the HTTP app: the app hands it
+   the services, auth and the answer to unexpected failures.
 """
 
 from __future__ import annotations
@@ -345,3 +347,17 @@ def _root_violation(i: Import) -> bool:
 def test_only_entry_points_import_the_composition_root() -> None:
     found = offending(_root_violation)
     assert not found, report(f"only {', '.join(sorted(ENTRY_POINTS))} may import {COMPOSITION_ROOT}", found)
+
+
+# ------------------------------------------------------------------------------- 7. the gRPC layer
+def is_rpc(module: str) -> bool:
+    """The gRPC layer: kernel/rpc.py and every kind's rpc module."""
+    return module == f"{ROOT}.kernel.rpc" or (_kind_of(module) is not None and module.endswith(".rpc"))
+
+
+def test_the_grpc_layer_imports_no_http_app() -> None:
+    """gRPC serving runs beside the HTTP app, not inside it: it reaches services and auth only through what
+    the app passes in (api/app.py), never through trainworks.api (app.state, the auth middleware)."""
+    assert is_rpc("trainworks.kernel.rpc") and is_rpc("trainworks.kinds.custom_jobs.rpc")
+    found = offending(lambda i: is_rpc(i.source) and within(i.target, "api"))
+    assert not found, report("the gRPC layer imports the HTTP app", found)

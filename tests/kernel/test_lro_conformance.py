@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 import trainworks.kernel.lro_store as lro_store
-from trainworks.kernel.lro_store import Key, LroResourceStore
+from trainworks.kernel.lro_store import DuplicateResource, Key, LroResourceStore
 from trainworks.kernel.operation_store import EMPTY_RESPONSE
 from trainworks.kernel.operations import OperationService, aborted_by_delete
 from trainworks.kernel.wire import now_utc
-from trainworks.kinds.clusters.store import ClusterStore, DuplicateCluster
+from trainworks.kinds.clusters.store import ClusterStore
 from trainworks.kinds.clusters.wire import ClusterState
-from trainworks.kinds.persistent_resources.store import DuplicateResource, PersistentResourceStore
+from trainworks.kinds.persistent_resources.store import PersistentResourceStore
 from trainworks.kinds.persistent_resources.wire import PersistentResourceState
 from trainworks.store.database import Database
 from trainworks.store.tables import ClusterRow, OperationRow, PersistentResourceRow
@@ -87,7 +87,7 @@ KINDS = [
         int(ClusterState.PROVISIONING),
         int(ClusterState.RUNNING),
         int(ClusterState.ERROR),
-        DuplicateCluster,
+        DuplicateResource,
         "cluster-operation",
         "cluster-operation-ended",
     ),

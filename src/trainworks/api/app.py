@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,27 +11,32 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from trainworks import __version__
-from trainworks.api import limits, openapi
+from trainworks.api import limits, openapi, rpc_guard
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import error_body, install_error_handlers
 from trainworks.capacity.routes import router as capacity_router
 from trainworks.config import Settings
 from trainworks.console import router as console
 from trainworks.costs import routes as costs
+from trainworks.kernel.rpc import RpcServer
 from trainworks.kernel.status import Code
-from trainworks.kinds.clusters import routes as clusters
-from trainworks.kinds.custom_jobs import routes as custom_jobs
+from trainworks.kinds.clusters.routes import CLUSTERS
+from trainworks.kinds.custom_jobs import rpc as custom_jobs_rpc
+from trainworks.kinds.custom_jobs.routes import CUSTOM_JOBS, extensions_router
 from trainworks.kinds.custom_jobs.shell_routes import router as shell_router
 from trainworks.kinds.custom_jobs.tensorboard_routes import router as tensorboard_router
-from trainworks.kinds.datasets import routes as datasets
-from trainworks.kinds.models import routes as models
+from trainworks.kinds.datasets.routes import DATASETS
+from trainworks.kinds.models.routes import MODELS
 from trainworks.kinds.operations import routes as operations
-from trainworks.kinds.persistent_resources import routes as persistent_resources
+from trainworks.kinds.operations import rpc as operations_rpc
+from trainworks.kinds.persistent_resources.routes import PERSISTENT_RESOURCES
 from trainworks.kinds.storage_objects.routes import router as storage_router
-from trainworks.kinds.training_pipelines import routes as training_pipelines
-from trainworks.kinds.tuning_jobs import routes as tuning_jobs
+from trainworks.kinds.training_pipelines.routes import TRAINING_PIPELINES
+from trainworks.kinds.tuning_jobs.routes import TUNING_JOBS
 from trainworks.observability import http as observability
 from trainworks.wiring import Services, build_services
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
@@ -39,9 +45,14 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         built = services or build_services(settings)
         app.state.services = built
         built.start()
+        rpc: RpcServer | None = None
         try:
+            if settings.grpc_port:
+                rpc = grpc_server(app, settings, built)
             yield
         finally:
+            if rpc is not None:
+                rpc.stop()  # first: its calls use the services
             built.stop()
 
     app = FastAPI(
@@ -52,18 +63,16 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.middleware("http")(auth_middleware())
     # Outside the auth middleware: its token look-ups fail with the database too, and get the same 503.
     install_error_handlers(app)
+    # Each kind declares its collection (its standard methods and verbs) in its routes.py.
+    collections = (CUSTOM_JOBS, PERSISTENT_RESOURCES, TUNING_JOBS, DATASETS, MODELS, TRAINING_PIPELINES)
     for prefix in ("/v1", "/v1beta1"):
-        app.include_router(custom_jobs.router(prefix))
-        app.include_router(persistent_resources.router(prefix))
-        app.include_router(tuning_jobs.router(prefix))
-        app.include_router(datasets.router(prefix))
-        app.include_router(models.router(prefix))
-        app.include_router(training_pipelines.router(prefix))
-    app.include_router(clusters.router("/v1beta1"))  # a v1beta1-only resource
+        for collection in collections:
+            app.include_router(collection.router(prefix))
+    app.include_router(CLUSTERS.router("/v1beta1"))  # a v1beta1-only resource
     app.include_router(storage_router())  # the Cloud Storage JSON API subset (STORAGE_EMULATOR_HOST)
     for prefix in ("/v1", "/v1beta1", "/ui"):
         app.include_router(operations.router(prefix))
-    app.include_router(custom_jobs.extensions_router())
+    app.include_router(extensions_router())
     app.include_router(costs.router())
     app.include_router(capacity_router())
     app.include_router(shell_router())  # the shell WebSocket into running replicas
@@ -83,3 +92,22 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         return {"status": "ok", "version": __version__, "containerRuntime": settings.container_runtime}
 
     return app
+
+
+def grpc_server(app: FastAPI, settings: Settings, services: Services) -> RpcServer:
+    """The gRPC API beside the HTTP one (docs/grpc.md), started: the same services, auth and errors."""
+    bindings = [
+        *custom_jobs_rpc.bindings(services.custom_jobs),
+        *operations_rpc.bindings(services.operations),
+    ]
+    server = RpcServer(
+        settings.grpc_host,
+        settings.grpc_port,
+        bindings,
+        rpc_guard.authorizer(app),
+        rpc_guard.unexpected_error,
+        max_message_bytes=settings.max_request_bytes,
+    )
+    server.start()
+    log.info("gRPC on %s", server.address)
+    return server

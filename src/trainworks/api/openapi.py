@@ -162,6 +162,17 @@ _RULES: list[_Rule] = [
 
 
 # ---------------------------------------------------------------- responses
+def _list_and_get(*collections: str) -> list[tuple[str, str, _Answer]]:
+    """Each collection's List answers `List<Collection>Response` (AIP-132) and its Get the resource, the
+    message of its bodies (AIP-131): ListCustomJobsResponse and CustomJob for `customJobs`."""
+    rules: list[tuple[str, str, _Answer]] = []
+    for collection in collections:
+        plural = collection[0].upper() + collection[1:]
+        rules.append(("get", rf"/{collection}$", f"{_AIP}List{plural}Response"))
+        rules.append(("get", rf"/{collection}/\{{\w+\}}$", _BODIES[collection]))
+    return rules
+
+
 # (method, path pattern) -> the 2xx answer. First match wins.
 _RESPONSES: list[tuple[str, str, _Answer]] = [
     # Operations, under /v1, /v1beta1 and /ui (the official client polls there).
@@ -170,29 +181,26 @@ _RESPONSES: list[tuple[str, str, _Answer]] = [
     ("post", r"/operations/\{op\}:wait$", _OPERATION),
     ("post", r"/operations/\{op\}:cancel$", _EMPTY),
     ("delete", r"/operations/\{op\}$", _EMPTY),
+    *_list_and_get(
+        "customJobs",
+        "hyperparameterTuningJobs",
+        "trainingPipelines",
+        "persistentResources",
+        "datasets",
+        "models",
+    ),
     # Jobs and pipelines: create answers the resource, delete an operation.
-    ("post", r"/customJobs$", _AIP + "CustomJob"),
-    ("get", r"/customJobs$", _AIP + "ListCustomJobsResponse"),
-    ("get", r"/customJobs/\{job_id\}$", _AIP + "CustomJob"),
-    ("post", r"/hyperparameterTuningJobs$", _AIP + "HyperparameterTuningJob"),
-    ("get", r"/hyperparameterTuningJobs$", _AIP + "ListHyperparameterTuningJobsResponse"),
-    ("get", r"/hyperparameterTuningJobs/\{job_id\}$", _AIP + "HyperparameterTuningJob"),
-    ("post", r"/trainingPipelines$", _AIP + "TrainingPipeline"),
-    ("get", r"/trainingPipelines$", _AIP + "ListTrainingPipelinesResponse"),
-    ("get", r"/trainingPipelines/\{pipeline_id\}$", _AIP + "TrainingPipeline"),
+    *[
+        ("post", rf"/{jobs}$", _BODIES[jobs])
+        for jobs in ("customJobs", "hyperparameterTuningJobs", "trainingPipelines")
+    ],
     ("post", r"/(customJobs|hyperparameterTuningJobs|trainingPipelines)/\{\w+\}:cancel$", _EMPTY),
-    # Persistent resources: every change is an operation.
-    ("get", r"/persistentResources$", _AIP + "ListPersistentResourcesResponse"),
-    ("get", r"/persistentResources/\{resource_id\}$", _AIP + "PersistentResource"),
-    # Datasets: create, import and delete are operations; patch answers the dataset.
-    ("get", r"/datasets$", _AIP + "ListDatasetsResponse"),
-    ("get", r"/datasets/\{dataset_id\}$", _AIP + "Dataset"),
+    # Persistent resources: every change is an operation. Datasets: create, import and delete are operations,
+    # patch answers the dataset.
     ("patch", r"/datasets/\{dataset_id\}$", _AIP + "Dataset"),
     # The model registry.
-    ("get", r"/models$", _AIP + "ListModelsResponse"),
     ("get", r"/models/\{model\}:listVersions$", _AIP + "ListModelVersionsResponse"),
     ("post", r"/models/\{model\}:mergeVersionAliases$", _AIP + "Model"),
-    ("get", r"/models/\{model\}$", _AIP + "Model"),
     ("patch", r"/models/\{model\}$", _AIP + "Model"),
     # Training clusters (v1beta1, no published proto: their wire model's schema).
     ("get", r"/modelDevelopmentClusters$", _CLUSTER + "List"),

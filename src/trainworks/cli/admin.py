@@ -8,27 +8,21 @@ server looks tokens up on every request, so a new or revoked token counts at onc
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 import typer
 
 from trainworks.config import Settings, default_home
-from trainworks.kernel.cli import FormatOpt
+from trainworks.kernel.cli import FormatOpt, group, usage_errors
 from trainworks.kernel.render import OutputFormat, print_data, print_status
 from trainworks.store.database import Database
 from trainworks.tokens.rules import TokenError
 from trainworks.tokens.store import TokenStore
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-app = typer.Typer(name="admin", no_args_is_help=True, add_completion=False, help="Operator tools.")
-tokens_app = typer.Typer(
-    name="tokens", no_args_is_help=True, add_completion=False, help="API tokens scoped to projects."
-)
+app = group("admin", "Operator tools.")
+tokens_app = group("tokens", "API tokens scoped to projects.")
 app.add_typer(tokens_app, name="tokens")
 
 HomeOpt = Annotated[
@@ -51,20 +45,8 @@ def _token_store(home: Path | None, database_url: str | None) -> TokenStore:
     return TokenStore(Database(settings.db_url))
 
 
-def _token_errors(func: F) -> F:
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except TokenError as exc:
-            print_status(f"ERROR: {exc}")
-            raise typer.Exit(2) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
 @tokens_app.command("create")
-@_token_errors
+@usage_errors(TokenError)
 def create_token(
     project: Annotated[
         list[str] | None,
@@ -92,7 +74,7 @@ def create_token(
 
 
 @tokens_app.command("list")
-@_token_errors
+@usage_errors(TokenError)
 def list_tokens(
     home: HomeOpt = None, database_url: DatabaseOpt = None, format: FormatOpt = OutputFormat.human
 ) -> None:
@@ -114,7 +96,7 @@ def list_tokens(
 
 
 @tokens_app.command("revoke")
-@_token_errors
+@usage_errors(TokenError)
 def revoke_token(
     token_id: Annotated[str, typer.Argument(metavar="ID", help="The token's ID (see `admin tokens list`).")],
     home: HomeOpt = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -69,9 +70,29 @@ def storage_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
+def check_grpc_types() -> None:
+    """gRPC serves the official messages of google-cloud-aiplatform (the `vertex` extra): fail here."""
+    try:
+        found = importlib.util.find_spec("google.cloud.aiplatform_v1") is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise typer.BadParameter(
+            "gRPC serving needs google-cloud-aiplatform: pip install 'trainworks[vertex]'",
+            param_hint="--grpc-port",
+        )
+
+
 def serve(
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8080, help="Port to listen on."),
+    grpc_port: int = typer.Option(
+        0,
+        "--grpc-port",
+        min=0,
+        help="Also serve the API over gRPC (insecure) on this port, at the same address (0: no gRPC; "
+        "needs google-cloud-aiplatform).",
+    ),
     home: Path = typer.Option(None, help="State folder (default $TRAINWORKS_HOME or ~/.trainworks)."),
     database_url: str = typer.Option(
         None,
@@ -190,6 +211,8 @@ def serve(
         insecure_registries=tuple(insecure_registry),
         clusters_root=clusters_dir,
         max_request_bytes=max_request_bytes,
+        grpc_host=host,
+        grpc_port=grpc_port,
         max_object_bytes=max_object_bytes,
         storage_url=storage_url(host, port),
         sandbox=sandbox,
@@ -214,6 +237,8 @@ def serve(
             load_inventory(inventory)  # fail here, clearly, rather than inside the server's start-up
         except InventoryError as exc:
             raise typer.BadParameter(str(exc), param_hint="--inventory") from None
+    if grpc_port:
+        check_grpc_types()
     settings.container_runtime = resolve_runtime(container_runtime, settings)
     resolve_executor(settings, executor, slurm_conf, slurm_partition)
     log.info("home %s, database %s", settings.home, settings.db_url.split("@")[-1])

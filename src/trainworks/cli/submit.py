@@ -9,7 +9,7 @@ import typer
 
 from trainworks.code_staging.store import StagingError
 from trainworks.jobs.render import print_log_entry
-from trainworks.kernel.cli import Options, command
+from trainworks.kernel.cli import Options, command, usage_errors
 from trainworks.kernel.render import OutputFormat, console, print_data, print_rows, print_status
 from trainworks.submit.capacity import CapacityExhausted, CapacityLedger
 from trainworks.submit.config import RunConfigError, load_run_config
@@ -133,24 +133,16 @@ def submit(
     opts: Options,
 ) -> None:
     """Stage the code as a content-hashed zip, walk the regions for capacity, submit, and maybe follow."""
-    try:
+    with usage_errors(RunConfigError):
         cfg = load_run_config(run_file).with_overrides(regions=_split(region), workers=workers)
-    except RunConfigError as exc:
-        print_status(f"ERROR: {exc}")
-        raise typer.Exit(2) from None
     events = CliEvents(opts.format)
     target = make_target(cfg.target.kind, cfg.target.project, endpoint or cfg.target.endpoint, opts.api_key)
     try:
-        _run_id, _job_name, handle = submit_run(cfg, target=target, wait=wait, events=events)
-    except (PlanError, PackageError) as exc:
-        print_status(f"ERROR: {exc}")
-        raise typer.Exit(2) from None
+        with usage_errors(PlanError, PackageError, TargetUnavailable):
+            _run_id, _job_name, handle = submit_run(cfg, target=target, wait=wait, events=events)
     except StagingError as exc:
         print_status(f"ERROR: staging failed: {exc}")
         raise typer.Exit(1) from None
-    except TargetUnavailable as exc:
-        print_status(f"ERROR: {exc}")
-        raise typer.Exit(2) from None
     except CapacityExhausted as exc:
         print_ledger(exc.ledger)
         print_status(f"ERROR: {exc}")

@@ -9,8 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement
 
 from trainworks.jobs.enums import JobState
-from trainworks.kernel.errors import FieldViolation, invalid_argument
-from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
+from trainworks.kernel.listing import table_filter
 
 STATE_NAMES = {s.name: int(s) for s in JobState}
 
@@ -23,17 +22,4 @@ def job_filter(
 ) -> ColumnElement[bool] | None:
     """A jobs list filter (AIP-160) as SQL over a job table's columns; a bad one is INVALID_ARGUMENT.
     `state_names`: the kind's state enum by name; `extra`: the kind's own filterable fields."""
-    try:
-        return compile_filter(
-            filter_text,
-            FilterColumns(
-                display_name=table.display_name,
-                state=table.state,
-                create_time=table.create_time,
-                labels=table.labels,
-                extra=dict(extra or {}),
-            ),
-            state_names,
-        )
-    except FilterError as exc:
-        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+    return table_filter(table, filter_text, state_names, extra)

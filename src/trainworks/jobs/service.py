@@ -5,12 +5,13 @@ delete of pipelines) stays there."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy import ColumnElement
 
+from trainworks.jobs.enums import JobState
 from trainworks.jobs.lifecycle import request_cancel, request_delete
 from trainworks.jobs.store import JobRows
 from trainworks.kernel import listing
@@ -19,6 +20,7 @@ from trainworks.kernel.ids import new_numeric_id
 from trainworks.kernel.names import numeric_id
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
+from trainworks.kernel.rows import Named
 from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp
 from trainworks.scheduling.admission import JobRequest, never_fits
@@ -27,14 +29,6 @@ from trainworks.storage.output_buckets import OutputBuckets
 from trainworks.store.tables import JobColumns
 
 R = TypeVar("R", bound=JobColumns)
-
-
-def admit_outputs(
-    buckets: OutputBuckets | None, project: str, location: str, kind: str, spec: dict[str, Any]
-) -> None:
-    """Check that the project owns the gs:// places the job names (when the server tracks ownership)."""
-    if buckets is not None:
-        buckets.admit(project, location, kind, spec)
 
 
 def refuse_unschedulable(inventory: Inventory, request: JobRequest, what: str) -> None:
@@ -46,36 +40,6 @@ def refuse_unschedulable(inventory: Inventory, request: JobRequest, what: str) -
             f"{what} can never be scheduled: {impossible}.",
             reason="RESOURCE_EXHAUSTED",
         )
-
-
-def insert_new_job(
-    store: JobRows[R],
-    row_type: Callable[..., R],  # the row class: the mapped class's constructor takes the columns
-    *,
-    project_number: str,
-    location: str,
-    display_name: str,
-    state: int,
-    spec: dict[str, Any],
-    labels: Mapping[str, str],
-    now: datetime,
-    **own_columns: Any,
-) -> R:
-    """Store a new job under a fresh id, created and updated `now`."""
-    row = row_type(
-        id=new_numeric_id(),
-        project_number=project_number,
-        location=location,
-        display_name=display_name,
-        state=state,
-        spec=spec,
-        labels=dict(labels),
-        create_time=now,
-        update_time=now,
-        **own_columns,
-    )
-    store.insert(row)
-    return row
 
 
 def add_job_status(out: dict[str, Any], row: JobColumns, state_name: str) -> dict[str, Any]:
@@ -139,16 +103,53 @@ def list_jobs(
 
 
 class JobKindService(Generic[R]):
-    """find, list, cancel and delete as every job kind has them. A kind's service names itself in the class
-    attributes, sets store, projects, operations and wake, and defines `where` and `wire`."""
+    """Admitting a new job's outputs and storing it; find, list, cancel and delete as every job kind has them.
+    A kind's service names itself in the class attributes and defines `where` and `wire`."""
 
     what: ClassVar[str]  # the kind in messages: "CustomJob"
     collection: ClassVar[str]  # the list's field and the delete operations' resource: "customJobs"
     name_of: ClassVar[staticmethod[[str, str, int], str]]  # a job's full name: staticmethod(custom_job_name)
-    store: JobRows[R]
-    projects: Projects
-    operations: OperationService
-    wake: Callable[[], None]
+    outputs_kind: ClassVar[str]  # what the output buckets admit: "custom_job"
+
+    def __init__(
+        self,
+        store: JobRows[R],
+        projects: Projects,
+        operations: OperationService,
+        wake: Callable[[], None],
+        output_buckets: OutputBuckets | None,  # bucket ownership of the gs:// places a job names
+    ) -> None:
+        self.store = store
+        self.projects = projects
+        self.operations = operations
+        self.wake = wake  # asks the kind's controller for a pass now (set later when they need each other)
+        self.output_buckets = output_buckets
+
+    def admit_outputs(self, project: str, location: str, spec: dict[str, Any]) -> None:
+        """Check that the project owns the gs:// places the job names (when the server tracks ownership)."""
+        if self.output_buckets is not None:
+            self.output_buckets.admit(project, location, self.outputs_kind, spec)
+
+    def insert_new(
+        self, parent: tuple[str, str], job: Named, spec: dict[str, Any], now: datetime, **own_columns: Any
+    ) -> R:
+        """Store a new job of the request's `job` (its wire model) in the parent (project number, location):
+        QUEUED (PipelineState shares the number), under a fresh id, created and updated `now`."""
+        number, location = parent
+        row: R = self.store.row(
+            id=new_numeric_id(),
+            project_number=number,
+            location=location,
+            display_name=job.display_name,
+            state=int(JobState.JOB_STATE_QUEUED),
+            spec=spec,
+            labels=dict(job.labels),
+            create_time=now,
+            update_time=now,
+            **own_columns,
+        )
+        self.store.insert(row)
+        return row
 
     def where(self, filter_text: str) -> ColumnElement[bool] | None:
         """The list filter (AIP-160) as SQL."""

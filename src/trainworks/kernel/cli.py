@@ -8,12 +8,13 @@ command gets them as one `Options`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -73,15 +74,6 @@ DeleteTimeoutOpt = Annotated[
 ]
 #: --labels of the commands that create a resource (repeatable, merged).
 LabelsOpt = Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")]
-#: The list options of the job kinds (custom jobs, tuning jobs).
-JobsFilterOpt = Annotated[
-    str,
-    typer.Option("--filter", help='AIP-160 filter, e.g. state="JOB_STATE_RUNNING" AND labels.team=ml'),
-]
-JobsLimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Show at most this many jobs.")]
-JobsPageSizeOpt = Annotated[
-    int, typer.Option("--page-size", min=0, help="Jobs per request (0: server default).")
-]
 #: --display-name of the commands that create a job.
 JobDisplayNameOpt = Annotated[
     str | None,
@@ -90,7 +82,7 @@ JobDisplayNameOpt = Annotated[
 
 
 def group(name: str, help: str) -> typer.Typer:
-    """A kind's command group (`trainworks <name> ...`): bare, it shows its help."""
+    """A command group (`trainworks <name> ...`), such as a kind's: bare, it shows its help."""
     return typer.Typer(name=name, no_args_is_help=True, add_completion=False, help=help)
 
 
@@ -159,16 +151,25 @@ class Options:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@contextlib.contextmanager
+def usage_errors(*errors: type[Exception]) -> Iterator[None]:
+    """`errors` raised inside (the command line's own mistakes) become `ERROR: ...` on stderr and exit 2.
+    Also a decorator."""
+    try:
+        yield
+    except errors as exc:
+        print_status(f"ERROR: {exc}")
+        raise typer.Exit(2) from None
+
+
 def handle_errors(func: F) -> F:
     """API, connection and flag errors become a message on stderr and exit 1 (2 for bad flags)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
-        except FlagError as exc:
-            print_status(f"ERROR: {exc}")
-            raise typer.Exit(2) from None
+            with usage_errors(FlagError):
+                return func(*args, **kwargs)
         except ApiError as exc:
             print_status(f"ERROR: {exc.status}: {exc.message}")
             for field, description in exc.violations:
@@ -255,6 +256,56 @@ def take(items: Iterable[dict[str, Any]], limit: int | None) -> list[dict[str, A
         if limit is not None and len(taken) >= limit:
             break
     return taken
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """What a `list` command asks for: the parent, then its options as given (defaults for those it lacks)."""
+
+    parent: str
+    filter: str = ""
+    order_by: str = ""
+    page_size: int = 0
+    limit: int | None = None
+
+    @property
+    def size(self) -> int:
+        """The page size to ask for (`page_size_for`)."""
+        return page_size_for(self.page_size, self.limit)
+
+
+@dataclass(frozen=True)
+class ListFlags:
+    """The help text of each option of a `list` command; an option without one is not offered."""
+
+    filter: str | None = None
+    order_by: tuple[str, str] | None = None  # its flag (--order-by, --sort-by) and help
+    limit: str | None = None
+    page_size: str | None = None
+
+    def options(self) -> list[tuple[str, Any, Any]]:
+        """The options offered, in help order, as `resource_command` takes them."""
+        options: list[tuple[str, Any, Any]] = []
+        if self.filter is not None:
+            options.append(("filter", Annotated[str, typer.Option("--filter", help=self.filter)], ""))
+        if self.order_by is not None:
+            flag, help = self.order_by
+            options.append(("order_by", Annotated[str, typer.Option(flag, help=help)], ""))
+        if self.limit is not None:
+            limit = typer.Option("--limit", min=1, help=self.limit)
+            options.append(("limit", Annotated[int | None, limit], None))
+        if self.page_size is not None:
+            page_size = typer.Option("--page-size", min=0, help=self.page_size)
+            options.append(("page_size", Annotated[int, page_size], 0))
+        return options
+
+
+#: The list options of the job kinds (custom jobs, tuning jobs).
+JOB_LIST_FLAGS = ListFlags(
+    filter='AIP-160 filter, e.g. state="JOB_STATE_RUNNING" AND labels.team=ml',
+    limit="Show at most this many jobs.",
+    page_size="Jobs per request (0: server default).",
+)
 
 
 # ====================================================================== waiting for jobs
@@ -497,6 +548,21 @@ def run_operation(
     return op
 
 
+def run_deletion(
+    opts: Options,
+    client_type: type[C],
+    delete: Callable[[C], dict[str, Any]],
+    what: str,
+    timeout: float,
+    doing: str = "delete",
+) -> None:
+    """Delete `what` through its operation in the foreground (`run_operation`, failing as `doing what`),
+    then say so to humans."""
+    run_operation(opts, client_type, delete, f"{doing} {what}", timeout)
+    if opts.human:
+        print_status(f"Deleted {what}.")
+
+
 def exit_unless_succeeded(op: dict[str, Any], what: str, timeout: float) -> None:
     """An operation that failed, or is still running after the wait, prints why and exits 1."""
     error = op.get("error")
@@ -523,13 +589,14 @@ def resource_command(
     run: Callable[..., None],
     options: Sequence[tuple[str, Any, Any]] = (),
 ) -> None:
-    """Register command `name` (help text `doc`) on `app`: the resource argument `arg` (an Annotated type),
-    then `options` as (parameter, Annotated type, default); `run(opts, resource, **options)` does the work."""
+    """Register command `name` (help text `doc`) on `app`: the resource argument `arg` (an Annotated type;
+    None for a command of the whole collection), then `options` as (parameter, Annotated type, default);
+    `run(opts, resource=..., **options)` does the work (without `resource` when there is no `arg`)."""
 
-    def func(resource: str, *, opts: Options, **values: Any) -> None:
-        run(opts, resource, **values)
+    def func(*, opts: Options, **values: Any) -> None:
+        run(opts, **values)
 
-    params = [inspect.Parameter("resource", _ARG, annotation=arg)]
+    params = [] if arg is None else [inspect.Parameter("resource", _ARG, annotation=arg)]
     params += [inspect.Parameter(p, _ARG, default=d, annotation=a) for p, a, d in options]
     params.append(inspect.Parameter("opts", inspect.Parameter.KEYWORD_ONLY, annotation=Options))
     func.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
@@ -549,13 +616,21 @@ class ResourceCommands(Generic[C]):
     client_type: type[C]
 
     def describe(
-        self, doc: str, get: Callable[[C, str], dict[str, Any]], summary: Callable[[Any], None]
+        self,
+        doc: str,
+        get: Callable[[C, str], dict[str, Any]],
+        summary: Callable[..., None],
+        detail: Callable[[C, str], Any] | None = None,
     ) -> None:
-        """`describe`: the resource, shown by `summary` (json/yaml: raw)."""
+        """`describe`: the resource, shown by `summary` (json/yaml: raw). With `detail`, humans see more:
+        what it returns (on the same client) is `summary`'s second argument."""
 
         def run(opts: Options, resource: str) -> None:
             name = opts.name(self.spec, resource)
-            opts.show(opts.call(self.client_type, lambda client: get(client, name)), summary)
+            with opts.client(self.client_type) as client:
+                found = get(client, name)
+                more = detail(client, name) if detail is not None and opts.human else None
+            opts.show(found, summary if detail is None else lambda shown: summary(shown, more))
 
         resource_command(self.app, "describe", doc, self.arg, run)
 
@@ -627,6 +702,50 @@ class ResourceCommands(Generic[C]):
         options = (("async_", AsyncOpt, False), ("timeout", OperationTimeoutOpt, 600.0))
         resource_command(self.app, action, doc, self.arg, run, options)
 
+    def delete_and_wait(
+        self,
+        doc: str,
+        delete: Callable[[C, str], dict[str, Any]],
+        *,
+        command: str = "delete",
+        what: str | None = None,
+        doing: str = "delete",
+        check: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """Command `command` (`delete`) that waits for the deletion: --timeout (300s), then `run_deletion` of
+        `what` (default: the spec's kind) [name]. `check(argument, name)` may refuse the name first."""
+
+        def run(opts: Options, resource: str, timeout: float) -> None:
+            name = opts.name(self.spec, resource)
+            if check is not None:
+                check(resource, name)
+            target = f"{what or self.spec.kind} [{name}]"
+            run_deletion(opts, self.client_type, lambda client: delete(client, name), target, timeout, doing)
+
+        options = (("timeout", DeleteTimeoutOpt, 300.0),)
+        resource_command(self.app, command, doc, self.arg, run, options)
+
+    def list_(
+        self,
+        doc: str,
+        flags: ListFlags,
+        fetch: Callable[[C, ListQuery], Iterable[dict[str, Any]]],
+        table: Callable[[Any], None],
+        complete: Callable[[C, list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+    ) -> None:
+        """`list`: the options of `flags`, then the first --limit items `fetch` gives for them (all without
+        --limit), shown by `table`. For humans, `complete` (same client) may add what List leaves out."""
+
+        def run(opts: Options, **values: Any) -> None:
+            query = ListQuery(opts.parent(), **values)
+            with opts.client(self.client_type) as client:
+                items = take(fetch(client, query), query.limit)
+                if complete is not None and opts.human:
+                    items = complete(client, items)
+            opts.show(items, table)
+
+        resource_command(self.app, "list", doc, None, run, flags.options())
+
 
 __all__ = [
     "ALL_OPTIONS",
@@ -638,11 +757,11 @@ __all__ = [
     "DeleteTimeoutOpt",
     "EndpointOpt",
     "FormatOpt",
+    "JOB_LIST_FLAGS",
     "JobDisplayNameOpt",
-    "JobsFilterOpt",
-    "JobsLimitOpt",
-    "JobsPageSizeOpt",
     "LabelsOpt",
+    "ListFlags",
+    "ListQuery",
     "OperationTarget",
     "OperationTimeoutOpt",
     "Options",
@@ -664,8 +783,10 @@ __all__ = [
     "report_operation",
     "report_submitted",
     "resource_command",
+    "run_deletion",
     "run_operation",
     "show_final",
     "take",
+    "usage_errors",
     "wait_for_end",
 ]

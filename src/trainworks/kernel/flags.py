@@ -93,6 +93,18 @@ def read_config(path: Path, loader: type[yaml.SafeLoader] = yaml.SafeLoader) -> 
         raise FlagError("--config", f"{path} is not valid YAML or JSON: {exc}") from None
 
 
+def read_config_mapping(
+    path: Path, what: str, loader: type[yaml.SafeLoader] = yaml.SafeLoader
+) -> dict[Any, Any]:
+    """The mapping a --config file holds (`read_config`); anything else is a FlagError saying the file must
+    hold `what`."""
+    data = read_config(path, loader)
+    if not isinstance(data, dict):
+        kind = "nothing" if data is None else type(data).__name__
+        raise FlagError("--config", f"{path} must hold {what}, not {kind}")
+    return data
+
+
 def _snake_to_camel(key: str) -> str:
     head, *rest = key.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
@@ -166,6 +178,7 @@ __all__ = [
     "parse_dict",
     "parse_dicts",
     "read_config",
+    "read_config_mapping",
     "split_list",
     "split_lists",
 ]

@@ -1,14 +1,19 @@
-"""What every list shares: page sizes, page tokens, readMask (a job list's filter is jobs/listing.py's)."""
+"""What every list shares: page sizes, page tokens, readMask, and its AIP-160 filter as SQL (the filter
+language is kernel/filtering.py's; a job list's fields are jobs/listing.py's)."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import ColumnElement
+
 from trainworks.kernel.errors import FieldViolation, invalid_argument
+from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
 from trainworks.kernel.wire import format_timestamp, parse_timestamp
 from trainworks.kernel.wire_errors import snake
 
@@ -20,6 +25,35 @@ def page_size(requested: int) -> int:
     if requested < 0:
         raise invalid_argument([FieldViolation("page_size", "must not be negative")])
     return DEFAULT_PAGE_SIZE if requested == 0 else min(requested, MAX_PAGE_SIZE)
+
+
+def list_filter(
+    filter_text: str, columns: FilterColumns, state_names: Mapping[str, int]
+) -> ColumnElement[bool] | None:
+    """A list's filter (AIP-160) as SQL over `columns`, None when blank; a bad one is INVALID_ARGUMENT.
+    `state_names`: the resource's state enum by name."""
+    try:
+        return compile_filter(filter_text, columns, state_names)
+    except FilterError as exc:
+        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+
+
+def table_filter(
+    table: Any,
+    filter_text: str,
+    state_names: Mapping[str, int],
+    extra: Mapping[str, Any] | None = None,
+) -> ColumnElement[bool] | None:
+    """`list_filter` over a table's display_name, state, create_time and labels columns; `extra`: the
+    resource's own filterable fields."""
+    columns = FilterColumns(
+        display_name=table.display_name,
+        state=table.state,
+        create_time=table.create_time,
+        labels=table.labels,
+        extra=dict(extra or {}),
+    )
+    return list_filter(filter_text, columns, state_names)
 
 
 def fingerprint(filter_text: str) -> str:

@@ -2,8 +2,8 @@
 by long-running operations: each change and its operation are stored in one transaction, so a crash keeps
 both or neither and never leaves an operation that nothing will complete.
 
-A kind's store subclasses `LroResourceStore` and names its row class, ID column, crash points and duplicate
-exception; work of its own inside a change's transaction goes in `_transition(within=...)` or `_delete_in`.
+A kind's store subclasses `LroResourceStore` and names its row class, ID column and crash points; work of its
+own inside a change's transaction goes in `_within` (a transition's) or `_delete_in`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
-from sqlalchemy import CursorResult, delete, select, update
+from sqlalchemy import CursorResult, delete, inspect, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,17 @@ RowT = TypeVar("RowT", bound=Base)
 InTransaction = Callable[[Session, datetime], None]  # extra work inside a change's transaction, at `now`
 
 
+class DuplicateResource(Exception):
+    """insert: the resource's ID (or another of its unique columns, say a cluster's port block) is taken."""
+
+
+def key_of(row: Any) -> Key:
+    """A resource row's key: its primary key, (project number, location, resource ID) in every table of
+    LroResourceColumns (store/tables.py)."""
+    number, location, resource_id = inspect(row).mapper.primary_key_from_instance(row)
+    return number, location, resource_id
+
+
 def record_in(session: Session, operation: OperationRow | None, point: str) -> None:
     """Add the operation tracking a change to the change's transaction: a crash keeps both or neither."""
     if operation is not None:
@@ -36,13 +47,12 @@ def record_in(session: Session, operation: OperationRow | None, point: str) -> N
 
 
 class LroResourceStore(Generic[RowT]):
-    """The rows need project_number, location, the ID column, uid, state, operation_id and update_time."""
+    """Rows of one table of LroResourceColumns (store/tables.py), whose primary key is the resource's Key."""
 
     row_type: ClassVar[type[Any]]
     id_column: ClassVar[str]  # the row attribute holding the resource ID
     operation_point: ClassVar[str]  # crash point: a change and its new operation are being stored
     ended_point: ClassVar[str]  # crash point: a change ends an unfinished operation
-    duplicate: ClassVar[type[Exception]]  # raised by insert when the ID is taken (or another unique column)
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -61,13 +71,14 @@ class LroResourceStore(Generic[RowT]):
 
     # -------------------------------------------------------------- resources
     def insert(self, row: RowT, operation: OperationRow | None = None) -> RowT:
-        """Store a new resource, and its create operation in the same transaction."""
+        """Store a new resource, and its create operation in the same transaction; DuplicateResource when its
+        ID (or another unique column) is taken."""
         try:
             with self.db.session() as session:
                 session.add(row)
                 record_in(session, operation, self.operation_point)
         except IntegrityError:
-            raise self.duplicate(getattr(row, self.id_column)) from None
+            raise DuplicateResource(getattr(row, self.id_column)) from None
         return row
 
     def get(self, key: Key) -> RowT | None:
@@ -100,20 +111,10 @@ class LroResourceStore(Generic[RowT]):
         """Set values only if the resource is still in one of `from_states`; True when it was.
 
         In the same transaction, and only when the change is made: `operation`, the new operation tracking
-        it, is stored, and `abort` (operation id, error) ends an operation the change leaves unfinished (or
-        that failed with it), so a crash never leaves an operation that nothing will complete."""
-        return self._transition(key, from_states, operation, abort, None, values)
-
-    def _transition(
-        self,
-        key: Key,
-        from_states: Iterable[int],
-        operation: OperationRow | None,
-        abort: Abort | None,
-        within: InTransaction | None,
-        values: dict[str, Any],
-    ) -> bool:
-        """`transition`; `within` does a kind's own work in the change's transaction, when it is made."""
+        it, is stored, `abort` (operation id, error) ends an operation the change leaves unfinished (or
+        that failed with it), so a crash never leaves an operation that nothing will complete, and the kind
+        does the work its own options ask for (`_within`)."""
+        within = self._within(key, values)
         now = now_utc()
         values.setdefault("update_time", now)
         if "state" in values:
@@ -137,6 +138,26 @@ class LroResourceStore(Generic[RowT]):
                 finish_in(session, abort[0], None, abort[1], now)
                 crash_point(self.ended_point)
             return True
+
+    def apply_update(
+        self, key: Key, updating: int, running: int, spec: dict[str, Any], **values: Any
+    ) -> bool:
+        """An update's end, as `transition` from `updating` to `running`: the resource takes the accepted
+        `spec` and the display name and labels it holds, with `values` (the kind's own)."""
+        return self.transition(
+            key,
+            [updating],
+            state=running,
+            spec=spec,
+            display_name=spec.get("displayName", ""),
+            labels=dict(spec.get("labels") or {}),
+            **values,
+        )
+
+    def _within(self, key: Key, values: dict[str, Any]) -> InTransaction | None:
+        """The kind's own work inside a transition's transaction, asked for by options of its own that it
+        takes out of `values` (the rest are columns); none by default."""
+        return None
 
     def set_fields(self, key: Key, **values: Any) -> None:
         with self.db.session() as session:
@@ -177,4 +198,4 @@ class LroResourceStore(Generic[RowT]):
             )
 
 
-__all__ = ["InTransaction", "Key", "LroResourceStore", "record_in"]
+__all__ = ["DuplicateResource", "InTransaction", "Key", "LroResourceStore", "key_of", "record_in"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -124,6 +124,14 @@ def header_rows(
     return rows
 
 
+def machine_text(machine: dict[str, Any], times: str = "×") -> str:
+    """A machineSpec as `n1-standard-4`, with ` + 2 × NVIDIA_TESLA_T4` when it has accelerators."""
+    text = str(machine.get("machineType", "?"))
+    if machine.get("acceleratorType"):
+        text += f" + {machine.get('acceleratorCount', 1)} {times} {machine['acceleratorType']}"
+    return text
+
+
 def print_rows(rows: Sequence[tuple[str, str]], out: Any = None, markup: bool | None = None) -> None:
     """Rows as aligned, bold `Label:` lines (rich markup in the values)."""
     out = out or console()
@@ -179,15 +187,51 @@ def print_table(
     out.print(result)
 
 
+#: A column of `print_resource_table` and what its cell shows of a resource (rich markup).
+CellColumn = tuple[Column, Callable[[dict[str, Any]], str]]
+
+
+def print_resource_table(
+    resources: Sequence[dict[str, Any]],
+    id_header: str,
+    state_styles: Mapping[str, str],
+    more: Sequence[CellColumn],
+    state: Callable[[dict[str, Any]], str] | None = None,
+) -> None:
+    """Resources as a table like `gcloud ... list`: ID, display name and state (`state`, else the `state`
+    field) coloured by `state_styles`, then the `more` columns."""
+    from rich.markup import escape
+
+    columns = [Column(id_header), Column("DISPLAY_NAME", fold=True), Column("STATE")]
+    rows = [
+        (
+            resource_id(resource.get("name", "")),
+            escape(resource.get("displayName", "")),
+            styled(state(resource) if state else resource.get("state", ""), state_styles),
+            *(cell(resource) for _, cell in more),
+        )
+        for resource in resources
+    ]
+    print_table([*columns, *(column for column, _ in more)], rows)
+
+
+#: The CREATE_TIME column of a resource table.
+CREATE_TIME: CellColumn = (Column("CREATE_TIME"), lambda resource: resource.get("createTime", ""))
+
+
 __all__ = [
+    "CREATE_TIME",
+    "CellColumn",
     "Column",
     "OutputFormat",
     "console",
     "error_text",
     "header_rows",
     "labels_text",
+    "machine_text",
     "print_data",
     "print_lines",
+    "print_resource_table",
     "print_rows",
     "print_status",
     "print_table",

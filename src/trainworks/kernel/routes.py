@@ -5,7 +5,11 @@ A kind declares its collection: the path segment (`customJobs`), the name of the
 (a `GET {id}:verb` must come before `GET {id}`, which would take `id:verb` for an ID). Each method calls the
 service with the project, the location, the resource ID where the path has one, then its arguments in
 order: query parameters (either spelling, kernel/params.py), the JSON body, the API version (`v1` or
-`v1beta1`, which long-running operations' metadata types name).
+`v1beta1`, which long-running operations' metadata types name). api/app.py includes each collection's
+router (`Collection.router`) under its API versions.
+
+`add_route` makes one such route of a path and a function of the request, the path's values and the body:
+routes that are no collection's methods (operations, served under a location and under any resource) use it.
 
 Routes keep the names FastAPI makes their OpenAPI operation IDs and summaries of, and answer the service's
 JSON object (proto3 JSON it built) with `JsonObject` as their response model: FastAPI checks it is an
@@ -25,6 +29,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from trainworks.kernel.bodies import json_body
+from trainworks.kernel.list_query import ListQuery
 from trainworks.kernel.params import int_param, query_param
 
 S = TypeVar("S")
@@ -52,10 +57,12 @@ class Query:
 class Input(Enum):
     BODY = "the request's JSON body (required)"
     API_VERSION = "v1 or v1beta1, from the path"
+    LIST_QUERY = "a ListQuery: pageSize, pageToken, filter, orderBy and readMask"
 
 
 BODY = Input.BODY
 API_VERSION = Input.API_VERSION
+LIST_QUERY = Input.LIST_QUERY
 
 PAGE_SIZE = Query("pageSize", "page_size", integer=True)
 PAGE_TOKEN = Query("pageToken", "page_token")
@@ -65,6 +72,7 @@ ORDER_BY = Query("orderBy", "order_by")
 UPDATE_MASK = Query("updateMask", "update_mask")
 PAGE = (PAGE_SIZE, PAGE_TOKEN)
 LIST = (*PAGE, FILTER, READ_MASK)
+LIST_QUERY_FIELDS = (*PAGE, FILTER, ORDER_BY, READ_MASK)  # what LIST_QUERY reads, in ListQuery's order
 
 Argument = Query | Input
 # A service method, unbound (`CustomJobService.get`): it answers a JSON object, or nothing (an empty one).
@@ -167,6 +175,59 @@ def lro_methods(
     ]
 
 
+class Body(Enum):
+    """Whether a route reads a JSON body: a 400 when one it reads is not JSON (or, required, is missing)."""
+
+    NONE = "not read"
+    OPTIONAL = "read when sent"
+    REQUIRED = "read, and required"
+
+
+# A route's work: the request, its path's values by name (in path order) and its JSON body (None unread).
+Answer = Callable[[Request, dict[str, str], Any], JsonObject]
+
+
+def add_route(
+    api: APIRouter, http: str, path: str, name: str, answer: Answer, body: Body = Body.NONE
+) -> None:
+    """A route answering `answer`'s JSON object, named `name` (FastAPI makes its OpenAPI operation ID and
+    summary of it) and declaring the path's parameters as a hand-written route does. A route reading a body
+    reads it on the event loop, then does its work in the thread pool; any other runs in FastAPI's."""
+    names = re.findall(r"\{(\w+)\}", path)
+
+    def ordered(request: Request, path: dict[str, str], body: Any) -> JsonObject:
+        return answer(request, {n: path[n] for n in names}, body)
+
+    if body is Body.NONE:
+        endpoint = _plain(ordered)
+    else:
+        endpoint = _reading_body(ordered, required=body is Body.REQUIRED)
+    endpoint.__name__ = endpoint.__qualname__ = name
+    # FastAPI reads the path parameters off the signature: the same one a hand-written route has.
+    params = [inspect.Parameter(n, _POSITIONAL, annotation=str) for n in names]
+    params.append(inspect.Parameter("request", _POSITIONAL, annotation=Request))
+    endpoint.__signature__ = inspect.Signature(params, return_annotation=JsonObject)  # type: ignore[attr-defined]
+    api.add_api_route(path, endpoint, methods=[http], name=name)
+
+
+_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def _reading_body(answer: Answer, required: bool) -> Callable[..., Any]:
+    async def endpoint(request: Request, **path: str) -> JsonObject:
+        body = await json_body(request, required=required)
+        return await run_in_threadpool(answer, request, path, body)  # the service's work: off the loop
+
+    return endpoint
+
+
+def _plain(answer: Answer) -> Callable[..., Any]:
+    def endpoint(request: Request, **path: str) -> JsonObject:  # FastAPI runs it in its thread pool
+        return answer(request, path, None)
+
+    return endpoint
+
+
 @dataclass(frozen=True)
 class Collection(Generic[S]):
     segment: str  # customJobs
@@ -179,47 +240,22 @@ class Collection(Generic[S]):
         api = APIRouter(prefix=prefix, tags=[self.segment])
         api_version = prefix.strip("/")
         for method in self.methods:
+            if BODY in method.args:
+                body = Body.REQUIRED
+            else:
+                body = Body.OPTIONAL if method.ignore_body else Body.NONE
             path = method.path(self.segment, self.id_name)
-            endpoint = self._endpoint(method, re.findall(r"\{(\w+)\}", path), api_version)
-            api.add_api_route(path, endpoint, methods=[method.http], name=method.name)
+            add_route(api, method.http, path, method.name, self._answer(method, api_version), body)
         return api
 
-    def _endpoint(self, method: Method[S], names: list[str], api_version: str) -> Callable[..., Any]:
+    def _answer(self, method: Method[S], api_version: str) -> Answer:
         def answer(request: Request, path: dict[str, str], body: Any) -> JsonObject:
             service = self.service(request)
             values = [_value(arg, request, body, api_version) for arg in method.args]
-            result = method.call(service, *(path[name] for name in names), *values)
+            result = method.call(service, *path.values(), *values)
             return {} if result is None else result
 
-        if BODY in method.args or method.ignore_body:
-            endpoint = _reading_body(answer, required=BODY in method.args)
-        else:
-            endpoint = _plain(answer)
-        endpoint.__name__ = endpoint.__qualname__ = method.name
-        # FastAPI reads the path parameters off the signature: the same one a hand-written route has.
-        params = [inspect.Parameter(n, _POSITIONAL, annotation=str) for n in names]
-        params.append(inspect.Parameter("request", _POSITIONAL, annotation=Request))
-        endpoint.__signature__ = inspect.Signature(params, return_annotation=JsonObject)  # type: ignore[attr-defined]
-        return endpoint
-
-
-_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
-_Answer = Callable[[Request, dict[str, str], Any], JsonObject]
-
-
-def _reading_body(answer: _Answer, required: bool) -> Callable[..., Any]:
-    async def endpoint(request: Request, **path: str) -> JsonObject:
-        body = await json_body(request, required=required)
-        return await run_in_threadpool(answer, request, path, body)  # the service's work: off the loop
-
-    return endpoint
-
-
-def _plain(answer: _Answer) -> Callable[..., Any]:
-    def endpoint(request: Request, **path: str) -> JsonObject:  # FastAPI runs it in its thread pool
-        return answer(request, path, None)
-
-    return endpoint
+        return answer
 
 
 def _value(arg: Argument, request: Request, body: Any, api_version: str) -> Any:
@@ -227,5 +263,8 @@ def _value(arg: Argument, request: Request, body: Any, api_version: str) -> Any:
         return body
     if arg is API_VERSION:
         return api_version
+    if arg is LIST_QUERY:
+        fields: list[Any] = [q.read(request) for q in LIST_QUERY_FIELDS]
+        return ListQuery(*fields)
     assert isinstance(arg, Query)
     return arg.read(request)

@@ -1,10 +1,11 @@
-"""Query pieces every store's list pages share, for tables keyed by (project number, location, ...)."""
+"""Query pieces every store's list pages share, for tables keyed by (project number, location, ...); and what
+a new row takes from its request."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Generic, TypeVar, TypeVarTuple
+from typing import Any, Generic, Protocol, TypeVar, TypeVarTuple
 
 from sqlalchemy import ColumnElement, Select, and_, or_, select
 
@@ -12,6 +13,16 @@ from trainworks.store.database import Database
 
 Ts = TypeVarTuple("Ts")
 R = TypeVar("R")
+
+
+class Named(Protocol):
+    """A create's wire model, as far as its new row takes from it."""
+
+    @property
+    def display_name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
 
 
 def filtered(query: Select[*Ts], where: ColumnElement[bool] | None) -> Select[*Ts]:
@@ -74,4 +85,4 @@ class NewestFirstRows(Generic[R]):
             return list(session.scalars(query))
 
 
-__all__ = ["NewestFirstRows", "by_offset", "filtered", "in_location", "newest_first"]
+__all__ = ["Named", "NewestFirstRows", "by_offset", "filtered", "in_location", "newest_first"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, TypeVar
@@ -52,18 +52,44 @@ class WireModel(BaseModel):
 
 
 W = TypeVar("W", bound=WireModel)
+_T = TypeVar("_T")
 
 
-def without_fields(
-    model: W, fields: Collection[str], in_items: Mapping[str, Collection[str]] | None = None
-) -> W:
-    """`model` re-parsed from the fields its sender set, less `fields` (output-only fields sent on input
-    are ignored, as the service does); `in_items` names list fields whose messages lose fields too."""
-    kept: dict[str, Any] = {k: getattr(model, k) for k in model.model_fields_set if k not in fields}
-    for name, item_fields in (in_items or {}).items():
-        if name in kept:
-            kept[name] = [without_fields(item, item_fields) for item in kept[name]]
+class _OutputOnly:
+    def __repr__(self) -> str:
+        return "OutputOnly"
+
+
+_OUTPUT_ONLY = _OutputOnly()
+# A field the service sets (google.api.field_behavior OUTPUT_ONLY): what a client sends in it is ignored.
+OutputOnly = Annotated[_T, _OUTPUT_ONLY]
+
+
+def input_dict(model: WireModel) -> dict[str, Any]:
+    """The part of `model` a client sets, as canonical proto3 JSON (what is stored and echoed back): its
+    OutputOnly fields, and those of the messages it holds, are left out, as the service ignores them."""
+    return _settable(model).to_wire()
+
+
+def _settable(model: W) -> W:
+    """`model` re-parsed from the fields its sender set, less the OutputOnly ones (at every depth)."""
+    fields = type(model).model_fields
+    kept = {
+        name: _settable_value(getattr(model, name))
+        for name in model.model_fields_set
+        if _OUTPUT_ONLY not in fields[name].metadata
+    }
     return type(model).model_validate(kept)
+
+
+def _settable_value(value: Any) -> Any:
+    if isinstance(value, WireModel):
+        return _settable(value)
+    if isinstance(value, list):
+        return [_settable_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _settable_value(item) for key, item in value.items()}
+    return value
 
 
 def check_oneof(model: WireModel, names: Sequence[str], group: str) -> None:

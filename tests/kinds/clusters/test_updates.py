@@ -13,6 +13,7 @@ import pytest
 from tests.kinds.clusters.test_validation import S, base_payload, slurm
 from trainworks.catalog.node_images import ImageCatalog
 from trainworks.kernel.errors import ApiError
+from trainworks.kernel.wire import input_dict
 from trainworks.kinds.clusters.updates import (
     MASKABLE,
     UpdatePlan,
@@ -22,7 +23,7 @@ from trainworks.kinds.clusters.updates import (
     plan_update,
 )
 from trainworks.kinds.clusters.validation import default_partition, fill_defaults
-from trainworks.kinds.clusters.wire import ModelDevelopmentCluster, UpdateMode, input_dict
+from trainworks.kinds.clusters.wire import ModelDevelopmentCluster, UpdateMode
 
 IMG = "projects/trainworks-images/global/images"
 CREATED = datetime(2026, 1, 10, tzinfo=UTC)  # cpu-v1, gpu-v1, scripts s1

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from trainworks.kernel.wire import input_dict
 from trainworks.kernel.wire_errors import snake
 from trainworks.kinds.clusters.validation import (
     check_cluster_id,
@@ -20,7 +21,6 @@ from trainworks.kinds.clusters.wire import (
     ModelDevelopmentCluster,
     SlurmAccounting,
     SlurmScheduling,
-    input_dict,
 )
 from trainworks.slurm import keys
 

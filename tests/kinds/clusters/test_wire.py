@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from trainworks.kernel.errors import ApiError
+from trainworks.kernel.wire import input_dict
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.clusters.wire import (
     ClusterState,
@@ -18,7 +19,6 @@ from trainworks.kinds.clusters.wire import (
     NodeState,
     ProvisioningModel,
     UpdateMode,
-    input_dict,
 )
 
 RESERVATION = "projects/p/zones/us-central1-a/reservations/h100"

@@ -19,8 +19,6 @@ from google.cloud import storage
 
 from tests.support.server import LOCATION, PROJECT, ServerProcess
 from trainworks.kernel.errors import ApiError
-from trainworks.kernel.operation_store import OperationStore
-from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
 from trainworks.kinds.datasets import files as dataset_files
 from trainworks.kinds.datasets.service import DatasetExport, DatasetService
@@ -42,7 +40,6 @@ def service(server: ServerProcess) -> Iterator[DatasetService]:
     yield DatasetService(
         DatasetStore(db),
         projects,
-        OperationService(OperationStore(db), projects),
         ObjectStore(server.home / "buckets"),
         server.home / "datasets",
     )

@@ -18,6 +18,7 @@ from google.protobuf import json_format
 
 from trainworks.jobs.enums import JobState
 from trainworks.kernel.errors import ApiError, FieldViolation
+from trainworks.kernel.wire import input_dict
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.tuning_jobs.validation import MAX_TRIAL_COUNT, validate_tuning_job
 from trainworks.kinds.tuning_jobs.wire import (
@@ -34,7 +35,6 @@ from trainworks.kinds.tuning_jobs.wire import (
     StudySpec,
     Trial,
     TrialState,
-    input_dict,
     trial_dict,
     walk_parameters,
 )

@@ -18,6 +18,7 @@ import yaml
 
 from trainworks.kernel.cli import (
     AsyncOpt,
+    ListFlags,
     OperationTarget,
     OperationTimeoutOpt,
     Options,
@@ -26,17 +27,19 @@ from trainworks.kernel.cli import (
     group,
     name_argument,
 )
-from trainworks.kernel.flags import read_config
-from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.flags import read_config_mapping
+from trainworks.kernel.names import NameSpec, parse_name
 from trainworks.kernel.render import (
+    CREATE_TIME,
     Column,
     console,
     error_text,
     labels_text,
+    machine_text,
     print_lines,
+    print_resource_table,
     print_rows,
     print_status,
-    print_table,
     resource_id,
     styled,
     table,
@@ -123,10 +126,7 @@ def load_cluster_config(path: Path) -> tuple[dict[str, Any], list[str]]:
 
     Returns the body to send (keys as written; values of string maps as text) and the output-only fields
     that were dropped from it."""
-    data = read_config(path, _ConfigLoader)
-    if not isinstance(data, dict):
-        kind = "nothing" if data is None else type(data).__name__
-        raise FlagError("--config", f"{path} must hold a mapping (a {KIND}), not {kind}")
+    data = read_config_mapping(path, f"a mapping (a {KIND})", _ConfigLoader)
     dropped = [key for key in OUTPUT_ONLY if key in data]
     body = {k: v for k, v in data.items() if k not in OUTPUT_ONLY}
     for key in ("nodePools", "node_pools"):
@@ -186,6 +186,11 @@ def _slurm(cluster: dict[str, Any]) -> dict[str, Any]:
     return (cluster.get("orchestratorSpec") or {}).get("slurmSpec") or {}
 
 
+def _state(cluster: dict[str, Any]) -> str:
+    state: str = (cluster.get("clusterStatus") or {}).get("state", "")
+    return state
+
+
 def _pairs(mapping: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (mapping or {}).items())
 
@@ -205,18 +210,11 @@ def scaling_text(pool: dict[str, Any]) -> str:
     return f"{low}..{high}{kind}"
 
 
-def machine_text(pool: dict[str, Any]) -> str:
-    machine = pool.get("machineSpec") or {}
-    text = str(machine.get("machineType", "?"))
-    if machine.get("acceleratorType"):
-        text += f" + {machine.get('acceleratorCount', 1)} × {machine['acceleratorType']}"
-    return text
-
-
 def node_pool_text(pool: dict[str, Any], login_pool: str) -> str:
     """One node pool of `describe`: ID, machine, scaling, image and the optional settings it has."""
     pool_id = str(pool.get("id", "?"))
-    text = f"{pool_id}{' [login]' if pool_id == login_pool else ''}: {machine_text(pool)}"
+    machine = machine_text(pool.get("machineSpec") or {})
+    text = f"{pool_id}{' [login]' if pool_id == login_pool else ''}: {machine}"
     text += f"; scaling {scaling_text(pool)}; image {pool.get('nodeImage') or NEVER_UPDATED_IMAGE}"
     if pool.get("provisioningModel"):
         text += f"; {pool['provisioningModel']}"
@@ -335,26 +333,12 @@ def print_cluster_table(clusters: list[dict[str, Any]]) -> None:
     """Clusters as a table: ID, display name, state, nodes running/total, partitions, create time."""
     from rich.markup import escape
 
-    columns = [
-        Column("CLUSTER_ID"),
-        Column("DISPLAY_NAME", fold=True),
-        Column("STATE"),
-        Column("NODES", right=True),
-        Column("PARTITIONS", fold=True),
-        Column("CREATE_TIME"),
+    more = [
+        (Column("NODES", right=True), nodes_text),
+        (Column("PARTITIONS", fold=True), lambda cluster: escape(partitions_text(cluster))),
+        CREATE_TIME,
     ]
-    rows = [
-        (
-            resource_id(cluster.get("name", "")),
-            escape(cluster.get("displayName", "")),
-            styled((cluster.get("clusterStatus") or {}).get("state", ""), _STATE_STYLE),
-            nodes_text(cluster),
-            escape(partitions_text(cluster)),
-            cluster.get("createTime", ""),
-        )
-        for cluster in clusters
-    ]
-    print_table(columns, rows)
+    print_resource_table(clusters, "CLUSTER_ID", _STATE_STYLE, more, _state)
 
 
 # ====================================================================== operations
@@ -416,20 +400,13 @@ def describe(
     )
 
 
-@command(app, "list")
-def list_(
-    page_size: Annotated[
-        int, typer.Option("--page-size", min=0, help="Clusters per request (0: server default).")
-    ] = 0,
-    *,
-    opts: Options,
-) -> None:
-    """List every training cluster of a project and region (all pages), in ID order."""
-    parent = opts.parent()
-    opts.show(
-        opts.call(ClustersClient, lambda client: list(client.list_clusters(parent, page_size))),
-        print_cluster_table,
-    )
+COMMANDS = ResourceCommands(app, CLUSTERS, ClusterArg, ClustersClient)
+COMMANDS.list_(
+    "List every training cluster of a project and region (all pages), in ID order.",
+    ListFlags(page_size="Clusters per request (0: server default)."),
+    lambda client, query: client.list_clusters(query.parent, query.size),
+    print_cluster_table,
+)
 
 
 @command(app)
@@ -484,7 +461,6 @@ def update(
     )
 
 
-COMMANDS = ResourceCommands(app, CLUSTERS, ClusterArg, ClustersClient)
 COMMANDS.operation(
     "delete", "Delete a training cluster and stop its Slurm daemons.", TARGET, ClustersClient.delete_cluster
 )

@@ -29,10 +29,11 @@ from trainworks.catalog.node_images import ImageCatalog
 from trainworks.config import Settings
 from trainworks.kernel.ids import new_numeric_id
 from trainworks.kernel.loop import ReconcileLoop, reconcile_each
+from trainworks.kernel.lro_store import key_of
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kinds.clusters.service import CLUSTER_TYPE, EMPTY, cluster_wire, row_name
-from trainworks.kinds.clusters.store import ClusterStore, key_of
+from trainworks.kinds.clusters.store import ClusterStore
 from trainworks.kinds.clusters.wire import ClusterState
 from trainworks.slurm.backend import CLUSTER_LABEL, SlurmTarget, SlurmTargets
 from trainworks.slurm.daemons import LocalSlurm, NodeInfo, SlurmError
@@ -346,16 +347,8 @@ class ClusterController(ReconcileLoop):
                 self.store.set_fields(key_of(row), nodes=nodes)
             return True
         nodes = self._statuses(fresh_row, new)
-        moved = self.store.transition(
-            key_of(row),
-            [C.UPDATING],
-            state=C.RUNNING,
-            spec=spec,
-            realized=realized,
-            pending=None,
-            nodes=nodes,
-            display_name=spec.get("displayName", ""),
-            labels=dict(spec.get("labels") or {}),
+        moved = self.store.apply_update(
+            key_of(row), C.UPDATING, C.RUNNING, spec, realized=realized, pending=None, nodes=nodes
         )
         if moved:
             self._checked[row.uid] = time.monotonic()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import BODY, PAGE, UPDATE_MASK, Collection, Query, lro_methods
 from trainworks.kinds.clusters.service import ClusterService
@@ -20,7 +18,3 @@ CLUSTERS = Collection(
         delete_args=(),
     ),
 )
-
-
-def router(prefix: str = "/v1beta1") -> APIRouter:
-    return CLUSTERS.router(prefix)

@@ -8,40 +8,24 @@ kinds/clusters/updates.py; this module checks state, stores the accepted change 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from trainworks.catalog.node_images import ImageCatalog
-from trainworks.kernel.errors import (
-    ApiError,
-    FieldViolation,
-    failed_precondition,
-    invalid_argument,
-)
-from trainworks.kernel.ids import new_numeric_id
-from trainworks.kernel.lro_service import (
-    already_exists,
-    delete_resource,
-    find_resource,
-    list_resources,
-    start_change,
-)
-from trainworks.kernel.lro_store import Key
+from trainworks.kernel.errors import ApiError, FieldViolation, invalid_argument
+from trainworks.kernel.lro_service import LroResourceService
+from trainworks.kernel.lro_store import DuplicateResource
 from trainworks.kernel.names import parent_name
-from trainworks.kernel.operations import (
-    OperationService,
-    aiplatform_type_url,
-    operation_wire,
-)
+from trainworks.kernel.operations import OperationService, aiplatform_type_url, operation_wire
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
-from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.kernel.wire import format_timestamp, input_dict, now_utc
 from trainworks.kernel.wire_errors import parse_body
-from trainworks.kinds.clusters.store import ClusterStore, DuplicateCluster, key_of
+from trainworks.kinds.clusters.store import ClusterStore
 from trainworks.kinds.clusters.updates import initial_realized, plan_update
 from trainworks.kinds.clusters.validation import check_cluster_id, fill_defaults, validate_cluster
-from trainworks.kinds.clusters.wire import ClusterState, ModelDevelopmentCluster, input_dict
+from trainworks.kinds.clusters.wire import ClusterState, ModelDevelopmentCluster
 from trainworks.ports import free_block
 from trainworks.slurm.conf import render_slurm_conf
 from trainworks.slurm.layout import MAX_NODES_PER_CLUSTER, PORT_BLOCK, build_layout, node_count
@@ -89,42 +73,31 @@ def allocate_port(taken: set[int], nodes: int) -> int:
     return free_block("127.0.0.1", FIRST_SLURM_PORT, PORT_BLOCK, nodes + 1, taken)
 
 
-class ClusterService:
+class ClusterService(LroResourceService[ClusterRow]):
+    what = "ModelDevelopmentCluster"
+    collection = "modelDevelopmentClusters"
+    longest_id = 10
+    name_of = staticmethod(cluster_name)
+    store: ClusterStore
+
     def __init__(
         self,
         store: ClusterStore,
         projects: Projects,
-        operations: OperationService,
         images: Callable[[], ImageCatalog],
         clusters_dir: Path,
         wake: Callable[[], None] = lambda: None,
     ) -> None:
+        super().__init__(store, projects, wake)
         self.clusters_dir = clusters_dir
-        self.store = store
-        self.projects = projects
-        self.operations = operations
         self.images = images  # re-read on every use: operators publish new node images while we run
-        self.wake = wake
 
     # -------------------------------------------------------------- reading
-    def find(self, project: str, location: str, cluster_id: str) -> ClusterRow:
-        parent = (project, location)
-        what = "ModelDevelopmentCluster"
-        return find_resource(self.store, self.projects, parent, cluster_id, 10, what, cluster_name)
-
     def get(self, project: str, location: str, cluster_id: str) -> dict[str, Any]:
         return cluster_wire(self.find(project, location, cluster_id))
 
-    def list(self, project: str, location: str, page_size: int, page_token: str) -> dict[str, Any]:
-        return list_resources(
-            self.store,
-            self.projects,
-            (project, location),
-            (page_size, page_token),
-            10,
-            "modelDevelopmentClusters",
-            lambda rows: [cluster_wire(r) for r in rows],
-        )
+    def render(self, rows: Sequence[ClusterRow]) -> list[dict[str, Any]]:
+        return [cluster_wire(r) for r in rows]
 
     # -------------------------------------------------------------- create
     def create(self, project: str, location: str, cluster_id: str, body: Any) -> dict[str, Any]:
@@ -134,10 +107,8 @@ class ClusterService:
         violations += _check_size(input_dict(cluster))
         if violations:
             raise invalid_argument(violations)
-        number = self.projects.number(project, location)
-        key = (number, location, cluster_id)
-        if self.store.get(key) is not None:
-            raise self._exists(key)
+        key = self.new_key(project, location, cluster_id)
+        number = key[0]
         spec = fill_defaults(input_dict(cluster), project_number=number)
         now = now_utc()
         realized = initial_realized(spec, self.images(), now)
@@ -149,43 +120,34 @@ class ClusterService:
             "CreateModelDevelopmentClusterOperationMetadata",
             "Creating the Slurm controller and nodes.",
         )
-        row = ClusterRow(
-            project_number=number,
-            location=location,
-            cluster_id=cluster_id,
-            uid=new_numeric_id(),
-            display_name=cluster.display_name,
-            state=int(C.PROVISIONING),
+        row = self.new_row(
+            key,
+            cluster,
+            C.PROVISIONING,
+            spec,
+            op,
+            now,
             detail="Creating the Slurm controller and nodes.",
-            spec=spec,
-            labels=dict(cluster.labels),
             realized=realized,
             nodes=[],
             events=[],
             slurm_port=allocate_port(self.store.ports_in_use(), node_count(spec)),
-            operation_id=op.id,
-            create_time=now,
-            update_time=now,
         )
         for _ in range(3):  # a concurrent create may take the same port block: take the next one
             try:
                 self.store.insert(row, operation=op)  # together: a crash leaves both or neither
                 break
-            except DuplicateCluster:
+            except DuplicateResource:
                 if self.store.get(key) is not None:
-                    raise self._exists(key) from None
+                    raise self.exists(key) from None
                 row.slurm_port = allocate_port(self.store.ports_in_use(), node_count(spec))
         else:
             raise ApiError(Code.ABORTED, "Concurrent creates took every port block tried; try again.")
         self.wake()
         return self._operation(op.id)
 
-    @staticmethod
-    def _exists(key: Key) -> ApiError:
-        return already_exists("ModelDevelopmentCluster", cluster_name(*key))
-
     def _operation(self, op_id: int) -> dict[str, Any]:
-        op = self.operations.store.get(op_id)
+        op = self.store.operations.get(op_id)
         assert op is not None
         return operation_wire(op)
 
@@ -201,11 +163,7 @@ class ClusterService:
     ) -> dict[str, Any]:
         cluster = parse_body(ModelDevelopmentCluster, body)
         row = self.find(project, location, cluster_id)
-        if C(row.state) != C.RUNNING:
-            raise failed_precondition(
-                f"The ModelDevelopmentCluster {row_name(row)} is {C(row.state).name}; it can be updated only "
-                "while RUNNING."
-            )
+        self.require_state(row, [C.RUNNING], "it can be updated only while RUNNING")
         plan = plan_update(
             row.spec, row.realized, cluster, update_mask, update_mode, self.images(), now_utc()
         )
@@ -228,25 +186,17 @@ class ClusterService:
             "recreate": list(plan.recreate_pools),
             "changes": list(plan.changes),
         }
-        what = f"The ModelDevelopmentCluster {row_name(row)}"
-        values = {"state": C.UPDATING, "pending": pending, "operation_id": op.id}
-        start_change(self.store, key_of(row), [C.RUNNING], op, what, **values)
-        self.wake()
+        self.start_change(row, [C.RUNNING], op, state=C.UPDATING, pending=pending)
         return self._operation(op.id)
 
     # -------------------------------------------------------------- delete
     def delete(self, project: str, location: str, cluster_id: str) -> dict[str, Any]:
         row = self.find(project, location, cluster_id)
-        return delete_resource(
-            self.store,
-            self.operations,
+        return self.delete_resource(
             row,
-            key_of(row),
             C.STOPPING,
             lambda: _operation(row.project_number, row.location, "delete_cluster", "DeleteOperationMetadata"),
-            ("ModelDevelopmentCluster", row_name(row)),
             lambda: self.delete(project, location, cluster_id),
-            self.wake,
             detail="Deleting the cluster.",
         )
 

@@ -13,20 +13,11 @@ from trainworks.store.tables import ClusterRow
 MAX_EVENTS = 100  # clusterEvents keeps the last 100
 
 
-def key_of(row: ClusterRow) -> Key:
-    return (row.project_number, row.location, row.cluster_id)
-
-
-class DuplicateCluster(Exception):
-    """A cluster with this ID (or this port block) already exists."""
-
-
 class ClusterStore(LroResourceStore[ClusterRow]):
     row_type = ClusterRow
     id_column = "cluster_id"
     operation_point = "cluster-operation"
     ended_point = "cluster-operation-ended"
-    duplicate = DuplicateCluster
 
     def ports_in_use(self) -> set[int]:
         with self.db.session() as session:
@@ -48,4 +39,4 @@ class ClusterStore(LroResourceStore[ClusterRow]):
             session.execute(update(ClusterRow).where(*self._where(key)).values(events=kept))
 
 
-__all__ = ["MAX_EVENTS", "ClusterStore", "DuplicateCluster", "Key", "key_of"]
+__all__ = ["MAX_EVENTS", "ClusterStore"]

@@ -29,6 +29,7 @@ from typing import Any
 from trainworks.catalog import machines as _machines
 from trainworks.catalog.node_images import ImageCatalog
 from trainworks.kernel.errors import FieldViolation, invalid_argument
+from trainworks.kernel.wire import input_dict
 from trainworks.kernel.wire_errors import snake
 from trainworks.kinds.clusters.validation import (
     SLURM,
@@ -37,7 +38,7 @@ from trainworks.kinds.clusters.validation import (
     fill_pool_defaults,
     validate_cluster,
 )
-from trainworks.kinds.clusters.wire import ModelDevelopmentCluster, UpdateMode, input_dict
+from trainworks.kinds.clusters.wire import ModelDevelopmentCluster, UpdateMode
 
 _S = ("orchestratorSpec", "slurmSpec")
 USER_IMAGES = "userImages"  # realized: the pools whose nodeImage the user set

@@ -15,11 +15,11 @@ from trainworks.kernel.wire import (
     Duration,
     Int32,
     Int64,
+    OutputOnly,
     ProtoEnum,
     Timestamp,
     WireModel,
     enum_field,
-    without_fields,
 )
 from trainworks.kinds.custom_jobs.wire import DiskSpec, MachineSpec
 
@@ -116,7 +116,7 @@ class NodePool(WireModel):
     machine_spec: MachineSpec | None = None
     provisioning_model: enum_field(ProvisioningModel) = ProvisioningModel.PROVISIONING_MODEL_UNSPECIFIED  # type: ignore[valid-type]
     flex_start_max_duration: Duration | None = None
-    effective_flex_start_max_duration: Duration | None = None  # OUTPUT_ONLY
+    effective_flex_start_max_duration: OutputOnly[Duration | None] = None
     scaling_spec: ScalingSpec | None = None
     zone: str = ""
     enable_public_ips: Bool = False
@@ -234,7 +234,7 @@ class ClusterEvent(WireModel):
 
 
 class ModelDevelopmentCluster(WireModel):
-    name: str = ""  # OUTPUT_ONLY (the ID comes from modelDevelopmentClusterId)
+    name: OutputOnly[str] = ""  # the ID comes from modelDevelopmentClusterId
     display_name: str = ""
     labels: dict[str, str] = {}
     network: ClusterNetwork | None = None
@@ -242,26 +242,13 @@ class ModelDevelopmentCluster(WireModel):
     orchestrator_spec: OrchestratorSpec | None = None
     runtime_spec: RuntimeSpec | None = None
     lustre_export_config: LustreExportConfig | None = None
-    cluster_status: ClusterStatus | None = None  # OUTPUT_ONLY
-    cluster_events: list[ClusterEvent] = []  # OUTPUT_ONLY
-    # OUTPUT_ONLY: {trainingServices[], xmanager{}}; kept loose (camelCase JSON as the service writes it).
-    runtime: dict[str, Any] = {}
-    create_time: Timestamp | None = None  # OUTPUT_ONLY
-    update_time: Timestamp | None = None  # OUTPUT_ONLY
-    start_time: Timestamp | None = None  # OUTPUT_ONLY
-
-
-OUTPUT_ONLY_FIELDS = frozenset(
-    {"name", "cluster_status", "cluster_events", "runtime", "create_time", "update_time", "start_time"}
-)
-# Output-only fields inside each node pool.
-POOL_OUTPUT_ONLY_FIELDS = frozenset({"effective_flex_start_max_duration"})
-
-
-def input_dict(cluster: ModelDevelopmentCluster) -> dict[str, Any]:
-    """The user-settable part of a cluster as canonical camelCase JSON: output-only fields sent on create or
-    update are ignored, as the service does (inside each node pool too)."""
-    return without_fields(cluster, OUTPUT_ONLY_FIELDS, {"node_pools": POOL_OUTPUT_ONLY_FIELDS}).to_wire()
+    cluster_status: OutputOnly[ClusterStatus | None] = None
+    cluster_events: OutputOnly[list[ClusterEvent]] = []
+    # {trainingServices[], xmanager{}}; kept loose (camelCase JSON as the service writes it).
+    runtime: OutputOnly[dict[str, Any]] = {}
+    create_time: OutputOnly[Timestamp | None] = None
+    update_time: OutputOnly[Timestamp | None] = None
+    start_time: OutputOnly[Timestamp | None] = None
 
 
 __all__ = [
@@ -291,5 +278,4 @@ __all__ = [
     "SlurmSpec",
     "TimeOfDay",
     "UpdateMode",
-    "input_dict",
 ]

@@ -41,6 +41,14 @@ def job_name(value: str, project: str, region: str | None) -> str:
     return parse_name(CUSTOM_JOBS, value, project, region)
 
 
+def _job_status(client: CustomJobsClient, name: str) -> dict[str, Any] | None:
+    """The server's status extension of a job (scheduling, restarts, cost) for `describe`."""
+    try:
+        return client.get_custom_job_status(name)
+    except ApiError:  # a plain Vertex endpoint has no status extension
+        return None
+
+
 @command(app)
 def create(
     display_name: cli.JobDisplayNameOpt = None,
@@ -212,45 +220,16 @@ def _stage(plan: PackagePlan, opts: Options) -> None:
         print_status(f"The package is already staged at [{staged.uri}] (same content): not uploaded again.")
 
 
-@command(app, "list")
-def list_(
-    filter: cli.JobsFilterOpt = "",
-    limit: cli.JobsLimitOpt = None,
-    page_size: cli.JobsPageSizeOpt = 0,
-    *,
-    opts: Options,
-) -> None:
-    """List custom jobs of a project and region, newest first."""
-    parent = opts.parent()
-    size = cli.page_size_for(page_size, limit)
-    opts.show(
-        opts.call(
-            CustomJobsClient, lambda client: cli.take(client.list_custom_jobs(parent, filter, size), limit)
-        ),
-        print_job_table,
-    )
-
-
-@command(app)
-def describe(
-    custom_job: JobArg,
-    *,
-    opts: Options,
-) -> None:
-    """Show a custom job."""
-    name = opts.name(CUSTOM_JOBS, custom_job)
-    with opts.client(CustomJobsClient) as client:
-        job = client.get_custom_job(name)
-        status = None
-        if opts.human:
-            try:
-                status = client.get_custom_job_status(name)
-            except ApiError:  # a plain Vertex endpoint has no status extension
-                status = None
-    opts.show(job, lambda found: print_job_summary(found, status))
-
-
 COMMANDS = cli.ResourceCommands(app, CUSTOM_JOBS, JobArg, CustomJobsClient)
+COMMANDS.list_(
+    "List custom jobs of a project and region, newest first.",
+    cli.JOB_LIST_FLAGS,
+    lambda client, query: client.list_custom_jobs(query.parent, query.filter, query.size),
+    print_job_table,
+)
+COMMANDS.describe(
+    "Show a custom job.", CustomJobsClient.get_custom_job, print_job_summary, detail=_job_status
+)
 COMMANDS.cancel(
     "Ask a running custom job to stop; it ends JOB_STATE_CANCELLED (cancellation is asynchronous).",
     CustomJobsClient.cancel_custom_job,

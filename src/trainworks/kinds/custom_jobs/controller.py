@@ -51,7 +51,6 @@ from trainworks.jobs.enums import JobState
 from trainworks.jobs.service_log import log_service
 from trainworks.jobs.store import ACTIVE_STATES
 from trainworks.kernel.loop import ReconcileLoop
-from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import format_timestamp, now_utc, parse_duration, parse_timestamp
 from trainworks.kinds.custom_jobs.gang import GangJobs
@@ -127,7 +126,6 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self,
         settings: Settings,
         jobs: JobStore,
-        operations: OperationStore,
         backend: Backend,
         packages: PackageEnvironments,
         inventory: Inventory | None = None,
@@ -137,7 +135,6 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self.settings = settings
         self.inventory = inventory or default_inventory()
         self.jobs = jobs
-        self.operations = operations
         self.backend = backend
         if gang is not None and Capability.GANG not in gang.capabilities:
             raise ValueError(f"the {gang.name} backend does not start whole jobs")

@@ -8,14 +8,14 @@ from typing import Any
 
 from trainworks.jobs.render import JOB_STATE_STYLE, job_rows
 from trainworks.kernel.render import (
+    CREATE_TIME,
     Column,
     console,
+    machine_text,
     print_lines,
+    print_resource_table,
     print_rows,
-    print_table,
-    resource_id,
     run_time,
-    styled,
 )
 
 
@@ -23,10 +23,8 @@ def _describe_pool(index: int, pool: dict[str, Any]) -> str:
     """A worker pool as `pool N: replicas x machine` plus indented lines for its image or package."""
     if not pool:
         return f"pool {index}: (skipped)"
-    machine = pool.get("machineSpec") or {}
-    text = f"pool {index}: {pool.get('replicaCount', '0')} x {machine.get('machineType', '?')}"
-    if machine.get("acceleratorType"):
-        text += f" + {machine.get('acceleratorCount', 1)} x {machine['acceleratorType']}"
+    machine = machine_text(pool.get("machineSpec") or {}, times="x")
+    text = f"pool {index}: {pool.get('replicaCount', '0')} x {machine}"
     container, package = pool.get("containerSpec"), pool.get("pythonPackageSpec")
     if container:
         text += f"\n      image    {container.get('imageUri', '')}"
@@ -105,26 +103,9 @@ def print_job_summary(job: dict[str, Any], status: dict[str, Any] | None = None)
 
 def print_job_table(jobs: list[dict[str, Any]]) -> None:
     """Jobs as a table (ID, display name, state, create time, run time), like `gcloud ... list`."""
-    from rich.markup import escape
-
-    columns = [
-        Column("CUSTOM_JOB_ID"),
-        Column("DISPLAY_NAME", fold=True),
-        Column("STATE"),
-        Column("CREATE_TIME"),
-        Column("RUN_TIME"),
-    ]
-    rows = [
-        (
-            resource_id(job.get("name", "")),
-            escape(job.get("displayName", "")),
-            styled(job.get("state", ""), JOB_STATE_STYLE),
-            job.get("createTime", ""),
-            run_time(job),
-        )
-        for job in jobs
-    ]
-    print_table(columns, rows)
+    print_resource_table(
+        jobs, "CUSTOM_JOB_ID", JOB_STATE_STYLE, [CREATE_TIME, (Column("RUN_TIME"), run_time)]
+    )
 
 
 __all__ = ["print_job_summary", "print_job_table"]

@@ -23,10 +23,6 @@ CUSTOM_JOBS = Collection(
 )
 
 
-def router(prefix: str) -> APIRouter:
-    return CUSTOM_JOBS.router(prefix)
-
-
 def extensions_router() -> APIRouter:
     """Trainworks extensions outside /v1/: logs (NDJSON, optionally followed), status, and preemption."""
     api = APIRouter(prefix="/trainworks/v1", tags=["extensions"])

@@ -12,24 +12,18 @@ from sqlalchemy import ColumnElement
 from trainworks.catalog.billing import Usage
 from trainworks.jobs import listing
 from trainworks.jobs.enums import JobState
-from trainworks.jobs.service import (
-    JobKindService,
-    add_job_status,
-    admit_outputs,
-    insert_new_job,
-    refuse_unschedulable,
-)
+from trainworks.jobs.service import JobKindService, add_job_status, refuse_unschedulable
 from trainworks.kernel.errors import FieldViolation, invalid_argument
 from trainworks.kernel.names import custom_job_name
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
-from trainworks.kernel.wire import now_utc
+from trainworks.kernel.wire import input_dict, now_utc
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.kinds.custom_jobs.usage import job_usage
 from trainworks.kinds.custom_jobs.validation import validate_custom_job
 from trainworks.kinds.custom_jobs.web_access import wants_web_access, web_access_uris
-from trainworks.kinds.custom_jobs.wire import CustomJob, CustomJobSpec, input_dict
+from trainworks.kinds.custom_jobs.wire import CustomJob, CustomJobSpec
 from trainworks.scheduling.inventory import Inventory, default_inventory
 from trainworks.scheduling.job_requests import job_request
 from trainworks.storage.output_buckets import OutputBuckets
@@ -55,6 +49,7 @@ class CustomJobService(JobKindService[CustomJobRow]):
     what = "CustomJob"
     collection = "customJobs"
     name_of = staticmethod(custom_job_name)
+    outputs_kind = "custom_job"
     store: JobStore
 
     def __init__(
@@ -68,14 +63,10 @@ class CustomJobService(JobKindService[CustomJobRow]):
         web_access_base: str | None = None,  # the server's own URL, for webAccessUris
         output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places a job names
     ) -> None:
-        self.output_buckets = output_buckets
+        super().__init__(jobs, projects, operations, wake, output_buckets)
         self.web_access_base = web_access_base
         self.inventory = inventory or default_inventory()
         self.persistent_resources = persistent_resources
-        self.store = jobs
-        self.projects = projects
-        self.operations = operations
-        self.wake = wake
 
     def create(self, project: str, location: str, body: Any) -> dict[str, Any]:
         job = parse_body(CustomJob, body)
@@ -86,23 +77,12 @@ class CustomJobService(JobKindService[CustomJobRow]):
         number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
-        admit_outputs(self.output_buckets, project, location, "custom_job", spec)
+        self.admit_outputs(project, location, spec)
         request = job_request(0, number, location, spec, job.labels, now)
         # A job on a persistent resource runs on the resource's capacity, not the inventory's.
         if not job.job_spec.persistent_resource_id:
             refuse_unschedulable(self.inventory, request, "The job")
-        row = insert_new_job(
-            self.store,
-            CustomJobRow,
-            project_number=number,
-            location=location,
-            display_name=job.display_name,
-            state=int(S.JOB_STATE_QUEUED),
-            spec=spec,
-            labels=job.labels,
-            now=now,
-            priority=request.priority,
-        )
+        row = self.insert_new((number, location), job, spec, now, priority=request.priority)
         self.wake()
         return job_wire(row)
 

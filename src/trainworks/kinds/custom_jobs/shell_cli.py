@@ -111,10 +111,13 @@ def _session(ws: ClientConnection, stdin: int, stdout: int, interactive: bool) -
     os.set_blocking(wake_w, False)
 
     def on_winch(_signum: int, _frame: FrameType | None) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.write(wake_w, b"w")  # the input thread sends the resize: the socket is not reentrant
+        """Nothing here: the wake-up fd below has woken the input thread, which sends the resize."""
 
+    # The kernel may deliver SIGWINCH to any thread, and a Python handler runs only when the main thread
+    # next runs Python (it waits on the socket): the wake-up fd is written from the C-level handler at once,
+    # in whichever thread took the signal.
     previous = signal.signal(signal.SIGWINCH, on_winch) if interactive else None
+    previous_fd = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False) if interactive else None
     sender = threading.Thread(target=_forward_input, args=(ws, stdin, wake_r, interactive), daemon=True)
     sender.start()
     status: int | None = None
@@ -136,6 +139,8 @@ def _session(ws: ClientConnection, stdin: int, stdout: int, interactive: bool) -
     except ConnectionClosed:
         pass
     finally:
+        if previous_fd is not None:
+            signal.set_wakeup_fd(previous_fd)
         if previous is not None:
             signal.signal(signal.SIGWINCH, previous)
     reason = ws.close_reason

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from trainworks.catalog.accelerators import AcceleratorType
 from trainworks.jobs.enums import JobState, ReservationAffinityType, Strategy
@@ -13,10 +12,10 @@ from trainworks.kernel.wire import (
     Duration,
     Int32,
     Int64,
+    OutputOnly,
     Timestamp,
     WireModel,
     enum_field,
-    without_fields,
 )
 
 
@@ -157,42 +156,20 @@ DEFAULT_TIMEOUT = timedelta(days=7)
 
 
 class CustomJob(WireModel):
-    name: str = ""
+    name: OutputOnly[str] = ""
     display_name: str = ""
     job_spec: CustomJobSpec | None = None
-    state: enum_field(JobState) = JobState.JOB_STATE_UNSPECIFIED  # type: ignore[valid-type]
-    create_time: Timestamp | None = None
-    start_time: Timestamp | None = None
-    end_time: Timestamp | None = None
-    update_time: Timestamp | None = None
-    error: Status | None = None
+    state: OutputOnly[enum_field(JobState)] = JobState.JOB_STATE_UNSPECIFIED  # type: ignore[valid-type]
+    create_time: OutputOnly[Timestamp | None] = None
+    start_time: OutputOnly[Timestamp | None] = None
+    end_time: OutputOnly[Timestamp | None] = None
+    update_time: OutputOnly[Timestamp | None] = None
+    error: OutputOnly[Status | None] = None
     labels: dict[str, str] = {}
     encryption_spec: EncryptionSpec | None = None
-    web_access_uris: dict[str, str] = {}
-    satisfies_pzs: Bool = False
-    satisfies_pzi: Bool = False
-
-
-# What the service sets on every job of the family (custom and tuning jobs): ignored on input.
-JOB_OUTPUT_ONLY_FIELDS = frozenset(
-    {
-        "name",
-        "state",
-        "create_time",
-        "start_time",
-        "end_time",
-        "update_time",
-        "error",
-        "satisfies_pzs",
-        "satisfies_pzi",
-    }
-)
-OUTPUT_ONLY_FIELDS = JOB_OUTPUT_ONLY_FIELDS | {"web_access_uris"}
-
-
-def input_dict(job: CustomJob) -> dict[str, Any]:
-    """The user-settable part of a job, as canonical JSON (what is stored and echoed back)."""
-    return without_fields(job, OUTPUT_ONLY_FIELDS).to_wire()
+    web_access_uris: OutputOnly[dict[str, str]] = {}
+    satisfies_pzs: OutputOnly[Bool] = False
+    satisfies_pzi: OutputOnly[Bool] = False
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from trainworks.kernel.cli import (
+    ListFlags,
     Options,
     ResourceCommands,
     command,
@@ -166,28 +167,17 @@ def import_(
     )
 
 
-@command(app, "list")
-def list_(
-    filter: Annotated[
-        str, typer.Option("--filter", help='AIP-160 filter, e.g. labels.team=ml or display_name:"iris*".')
-    ] = "",
-    sort_by: Annotated[
-        str, typer.Option("--sort-by", help="display_name, create_time or update_time, optionally `desc`.")
-    ] = "",
-    *,
-    opts: Options,
-) -> None:
-    """List datasets, newest first unless --sort-by says otherwise."""
-    parent = opts.parent()
-    datasets = opts.call(
-        DatasetsClient, lambda client: list(client.list_datasets(parent, filter, order_by=sort_by))
-    )
-    opts.show(datasets, print_dataset_table)
-
-
-ResourceCommands(app, DATASETS, DatasetArg, DatasetsClient).describe(
-    "Show a dataset.", DatasetsClient.get_dataset, print_dataset
+COMMANDS = ResourceCommands(app, DATASETS, DatasetArg, DatasetsClient)
+COMMANDS.list_(
+    "List datasets, newest first unless --sort-by says otherwise.",
+    ListFlags(
+        filter='AIP-160 filter, e.g. labels.team=ml or display_name:"iris*".',
+        order_by=("--sort-by", "display_name, create_time or update_time, optionally `desc`."),
+    ),
+    lambda client, query: client.list_datasets(query.parent, query.filter, order_by=query.order_by),
+    print_dataset_table,
 )
+COMMANDS.describe("Show a dataset.", DatasetsClient.get_dataset, print_dataset)
 
 
 @command(app)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import (
     API_VERSION,
     BODY,
-    LIST,
-    ORDER_BY,
+    LIST_QUERY,
     READ_MASK,
     UPDATE_MASK,
     Collection,
@@ -25,14 +22,10 @@ DATASETS = Collection(
     lro_methods(
         DatasetService,
         create_args=(BODY, API_VERSION),
-        list_args=(*LIST, ORDER_BY),
+        list_args=(LIST_QUERY,),
         get_args=(READ_MASK,),
         update_args=(BODY, UPDATE_MASK),
         delete_args=(API_VERSION,),
         verbs=[verb("POST", "import", "import_data", DatasetService.import_data, BODY, API_VERSION)],
     ),
 )
-
-
-def router(prefix: str) -> APIRouter:
-    return DATASETS.router(prefix)

@@ -20,15 +20,16 @@ from typing import Any
 
 from trainworks.kernel import listing
 from trainworks.kernel.errors import ApiError, FieldViolation, invalid_argument, not_found
-from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
+from trainworks.kernel.filtering import FilterColumns, FilterError
 from trainworks.kernel.ids import new_numeric_id
+from trainworks.kernel.list_query import ListQuery, OrderedSlice, order_terms
 from trainworks.kernel.names import numeric_id, parent_name
 from trainworks.kernel.operations import OperationService, aiplatform_type_url, operation_wire
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.status import Code
 from trainworks.kernel.update_masks import UpdateMaskRules, top_field
-from trainworks.kernel.wire import format_timestamp, now_utc
-from trainworks.kernel.wire_errors import parse_body, snake
+from trainworks.kernel.wire import format_timestamp, input_dict, now_utc
+from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.validation import check_display_name, check_labels
 from trainworks.kinds.datasets import files, splits
 from trainworks.kinds.datasets.store import DatasetStore
@@ -39,7 +40,6 @@ from trainworks.kinds.datasets.wire import (
     ImportDataBody,
     InputDataConfig,
     annotation_type,
-    input_dict,
     schema_kind,
 )
 from trainworks.storage.gcs import ObjectStore, StoragePathError, parse_gcs_uri
@@ -48,7 +48,7 @@ from trainworks.store.tables import DatasetRow, OperationRow
 
 MAX_DESCRIPTION = 4096  # characters; Vertex AI documents no limit, this keeps rows bounded
 CONFIG_PATH = "training_pipeline.input_data_config"
-_ORDER_FIELDS = {
+_ORDER_COLUMNS = {
     "display_name": DatasetRow.display_name,
     "create_time": DatasetRow.create_time,
     "update_time": DatasetRow.update_time,
@@ -150,7 +150,6 @@ class DatasetService:
         self,
         store: DatasetStore,
         projects: Projects,
-        operations: OperationService,
         objects: ObjectStore,
         data_root: Path,
         output_buckets: OutputBuckets | None = None,  # sources are never read from another project's bucket
@@ -158,7 +157,6 @@ class DatasetService:
         self.output_buckets = output_buckets
         self.store = store
         self.projects = projects
-        self.operations = operations
         self.objects = objects
         self.data_root = data_root  # <home>/datasets
         self._lock = threading.Lock()  # one data-file change (import, delete) at a time
@@ -175,21 +173,13 @@ class DatasetService:
     def get(self, project: str, location: str, dataset_id: str, read_mask: str = "") -> dict[str, Any]:
         return listing.apply_read_mask(dataset_wire(self.find(project, location, dataset_id)), read_mask)
 
-    def list(
-        self,
-        project: str,
-        location: str,
-        page_size: int,
-        page_token: str,
-        filter_text: str,
-        read_mask: str = "",
-        order_by: str = "",
-    ) -> dict[str, Any]:
-        size = listing.page_size(page_size)
-        where = _dataset_filter(filter_text)
-        order = _order(order_by)
-        fingerprint = listing.fingerprint(filter_text + "\x00" + order_by)
+    def list(self, project: str, location: str, query: ListQuery) -> dict[str, Any]:
+        size = listing.page_size(query.page_size)
+        where = _dataset_filter(query.filter)
+        order = order_terms(query.order_by, _ORDER_COLUMNS, _bad_order)
+        fingerprint = listing.fingerprint(query.filter + "\x00" + query.order_by)
         number = self.projects.number(project, location)
+        page_token = query.page_token
         if order:
             offset = (
                 listing.read_offset_page_token(
@@ -198,7 +188,7 @@ class DatasetService:
                 if page_token
                 else 0
             )
-            rows = self.store.ordered_page(number, location, where, order, offset, size + 1)
+            rows = self.store.ordered_page(number, location, OrderedSlice(where, order, offset, size + 1))
             next_token = listing.offset_page_token(offset + size, fingerprint)
         else:
             after = listing.read_page_token(page_token, fingerprint) if page_token else None
@@ -207,7 +197,7 @@ class DatasetService:
             next_token = listing.page_token(last.create_time, last.id, fingerprint) if last else ""
         out: dict[str, Any] = {}
         if rows:  # proto3 JSON omits an empty repeated field
-            out["datasets"] = [listing.apply_read_mask(dataset_wire(r), read_mask) for r in rows[:size]]
+            out["datasets"] = [listing.apply_read_mask(dataset_wire(r), query.read_mask) for r in rows[:size]]
         if len(rows) > size:
             out["nextPageToken"] = next_token
         return out
@@ -622,41 +612,18 @@ def _check_key(row: DatasetRow, config: InputDataConfig, split_name: str, path: 
 
 # ------------------------------------------------------------------ listing helpers
 def _dataset_filter(filter_text: str) -> Any:
-    try:
-        return compile_filter(
-            filter_text,
-            FilterColumns(
-                display_name=DatasetRow.display_name,
-                state=None,
-                create_time=DatasetRow.create_time,
-                labels=DatasetRow.labels,
-                extra={"metadata_schema_uri": DatasetRow.metadata_schema_uri},
-            ),
-            {},
-        )
-    except FilterError as exc:
-        raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+    columns = FilterColumns(
+        display_name=DatasetRow.display_name,
+        state=None,
+        create_time=DatasetRow.create_time,
+        labels=DatasetRow.labels,
+        extra={"metadata_schema_uri": DatasetRow.metadata_schema_uri},
+    )
+    return listing.list_filter(filter_text, columns, {})
 
 
-def _order(order_by: str) -> list[Any]:
-    """`display_name`, `create_time`, `update_time`, each optionally followed by `desc`, comma-separated."""
-    out: list[Any] = []
-    for part in (p.strip() for p in order_by.split(",") if p.strip()):
-        words = part.split()
-        column = _ORDER_FIELDS.get(snake(words[0]))
-        descending = len(words) == 2 and words[1].lower() == "desc"
-        ascending = len(words) == 1 or (len(words) == 2 and words[1].lower() == "asc")
-        if column is None or not (descending or ascending):
-            raise invalid_argument(
-                [
-                    FieldViolation(
-                        "order_by",
-                        f"{part!r}: order by display_name, create_time or update_time, optionally with desc",
-                    )
-                ]
-            )
-        out.append(column.desc() if descending else column.asc())
-    return out
+def _bad_order(part: str) -> str:
+    return f"{part!r}: order by display_name, create_time or update_time, optionally with desc"
 
 
 __all__ = ["DatasetExport", "DatasetService", "dataset_name", "dataset_wire", "export_stamp"]

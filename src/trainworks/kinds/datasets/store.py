@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, CursorResult, delete, update
+from sqlalchemy import CursorResult, delete, update
 
+from trainworks.kernel.list_query import OrderedSlice
 from trainworks.kernel.lro_store import record_in
-from trainworks.kernel.rows import NewestFirstRows, by_offset, in_location
+from trainworks.kernel.rows import NewestFirstRows, in_location
 from trainworks.store.tables import DatasetRow, OperationRow
 
 OPERATION_POINT = "dataset-operation"  # crash point: a change and its finished operation are being stored
@@ -32,24 +33,9 @@ class DatasetStore(NewestFirstRows[DatasetRow]):
             return None
         return row
 
-    def ordered_page(
-        self,
-        project_number: str,
-        location: str,
-        where: ColumnElement[bool] | None,
-        order: list[Any],
-        offset: int,
-        limit: int,
-    ) -> list[DatasetRow]:
+    def ordered_page(self, project_number: str, location: str, rows: OrderedSlice) -> list[DatasetRow]:
         """A page in a caller-chosen order (`orderBy`), by offset."""
-        query = by_offset(
-            in_location(DatasetRow, project_number, location, None),
-            where,
-            order,
-            DatasetRow.id.desc(),
-            offset,
-            limit,
-        )
+        query = rows.narrow(in_location(DatasetRow, project_number, location, None), DatasetRow.id.desc())
         with self.db.session() as session:
             return list(session.scalars(query))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainworks.kernel.wire import Bool, Double, Int64, Timestamp, WireModel, without_fields
+from trainworks.kernel.wire import Bool, Double, Int64, OutputOnly, Timestamp, WireModel
 from trainworks.kinds.custom_jobs.wire import EncryptionSpec, GcsDestination
 
 SCHEMA_PREFIX = "gs://google-cloud-aiplatform/schema/dataset/metadata/"
@@ -55,31 +55,20 @@ def annotation_type(metadata_schema_uri: str, annotation_schema_uri: str = "") -
 
 
 class Dataset(WireModel):
-    name: str = ""
+    name: OutputOnly[str] = ""
     display_name: str = ""
     description: str = ""
     metadata_schema_uri: str = ""
     metadata: Any = None  # google.protobuf.Value
-    data_item_count: Int64 = 0  # OUTPUT_ONLY
-    create_time: Timestamp | None = None  # OUTPUT_ONLY
-    update_time: Timestamp | None = None  # OUTPUT_ONLY
-    etag: str = ""
+    data_item_count: OutputOnly[Int64] = 0
+    create_time: OutputOnly[Timestamp | None] = None
+    update_time: OutputOnly[Timestamp | None] = None
+    etag: OutputOnly[str] = ""  # not OUTPUT_ONLY in the proto, but the service's: ignored on input
     labels: dict[str, str] = {}
     encryption_spec: EncryptionSpec | None = None
     model_reference: str = ""
-    satisfies_pzs: Bool = False  # OUTPUT_ONLY
-    satisfies_pzi: Bool = False  # OUTPUT_ONLY
-
-
-OUTPUT_ONLY_FIELDS = frozenset(
-    {"name", "data_item_count", "create_time", "update_time", "satisfies_pzs", "satisfies_pzi"}
-)
-
-
-def input_dict(dataset: Dataset) -> dict[str, Any]:
-    """The user-settable part of a dataset as canonical JSON (what is stored and echoed back); the etag is
-    the service's too."""
-    return without_fields(dataset, OUTPUT_ONLY_FIELDS | {"etag"}).to_wire()
+    satisfies_pzs: OutputOnly[Bool] = False
+    satisfies_pzi: OutputOnly[Bool] = False
 
 
 class GcsSource(WireModel):
@@ -161,6 +150,5 @@ __all__ = [
     "ImportDataConfig",
     "InputDataConfig",
     "annotation_type",
-    "input_dict",
     "schema_kind",
 ]

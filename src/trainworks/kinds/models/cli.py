@@ -7,21 +7,19 @@ options, client and error handling are in `kernel.cli`; tables here follow `kern
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from trainworks.kernel.cli import (
-    DeleteTimeoutOpt,
     LabelsOpt,
+    ListFlags,
     Options,
+    ResourceCommands,
     command,
     group,
     name_argument,
-    page_size_for,
     run_operation,
-    take,
 )
 from trainworks.kernel.flags import parse_dicts, split_list
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
@@ -116,13 +114,23 @@ def print_model_table(models: list[dict[str, Any]], versions: bool = False) -> N
     print_table(columns, rows, out=Console(width=200, highlight=False, soft_wrap=False))
 
 
-def _delete(
-    opts: Options, name: str, what: str, delete: Callable[[ModelsClient], dict[str, Any]], timeout: float
-) -> None:
-    """Delete a model or a version through its operation, waiting up to `timeout` for it."""
-    run_operation(opts, ModelsClient, delete, f"delete {what}", timeout)
-    if opts.human:
-        print_status(f"Deleted {what}.")
+def _print_yaml(model: dict[str, Any]) -> None:
+    """`describe` for humans: gcloud's prints YAML (json stays available for scripts)."""
+    print_data(model, OutputFormat.yaml)
+
+
+def _whole_model(model: str, name: str) -> None:
+    """`delete` takes a whole model, never one version."""
+    if "@" in name:
+        raise FlagError(
+            _ARG, f"[{model}] names a version; use `trainworks models delete-version` for one version"
+        )
+
+
+def _one_version(model: str, name: str) -> None:
+    """`delete-version` takes MODEL@VERSION or MODEL@ALIAS."""
+    if "@" not in name:
+        raise FlagError(_ARG, f"[{model}] names no version: give MODEL@VERSION_ID or MODEL@ALIAS")
 
 
 # ====================================================================== commands
@@ -181,42 +189,23 @@ def upload(
         )
 
 
-@command(app, "list")
-def list_(
-    filter: Annotated[
-        str, typer.Option("--filter", help='AIP-160 filter, e.g. display_name="churn" AND labels.team=ml')
-    ] = "",
-    order_by: Annotated[
-        str, typer.Option("--order-by", help="display_name, create_time or update_time, optionally desc.")
-    ] = "",
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Show at most this many models.")
-    ] = None,
-    page_size: Annotated[int, typer.Option("--page-size", min=0, help="Models per request.")] = 0,
-    *,
-    opts: Options,
-) -> None:
-    """List the models of a project and region (each as its default version)."""
-    parent = opts.parent()
-    size = page_size_for(page_size, limit)
-    models = opts.call(
-        ModelsClient, lambda client: take(client.list_models(parent, filter, order_by, size), limit)
-    )
-    opts.show(models, print_model_table)
-
-
-@command(app)
-def describe(
-    model: ModelArg,
-    *,
-    opts: Options,
-) -> None:
-    """Show a model version (MODEL@VERSION, MODEL@ALIAS, or the default version)."""
-    name = opts.name(MODELS, model)
-    with opts.client(ModelsClient) as client:
-        found = client.get_model(name)
-    # gcloud's describe prints YAML; json stays available for scripts.
-    print_data(found, OutputFormat.json if opts.format == OutputFormat.json else OutputFormat.yaml)
+COMMANDS = ResourceCommands(app, MODELS, ModelArg, ModelsClient)
+COMMANDS.list_(
+    "List the models of a project and region (each as its default version).",
+    ListFlags(
+        filter='AIP-160 filter, e.g. display_name="churn" AND labels.team=ml',
+        order_by=("--order-by", "display_name, create_time or update_time, optionally desc."),
+        limit="Show at most this many models.",
+        page_size="Models per request.",
+    ),
+    lambda client, query: client.list_models(query.parent, query.filter, query.order_by, query.size),
+    print_model_table,
+)
+COMMANDS.describe(
+    "Show a model version (MODEL@VERSION, MODEL@ALIAS, or the default version).",
+    ModelsClient.get_model,
+    _print_yaml,
+)
 
 
 @command(app, "list-versions")
@@ -236,34 +225,18 @@ def list_versions(
     opts.show(versions, lambda found: print_model_table(found, versions=True))
 
 
-@command(app)
-def delete(
-    model: ModelArg,
-    timeout: DeleteTimeoutOpt = 300.0,
-    *,
-    opts: Options,
-) -> None:
-    """Delete a model with all its versions and their registry copies."""
-    name = opts.name(MODELS, model)
-    if "@" in name:
-        raise FlagError(
-            _ARG, f"[{model}] names a version; use `trainworks models delete-version` for one version"
-        )
-    _delete(opts, name, f"model [{name}]", lambda client: client.delete_model(name), timeout)
-
-
-@command(app, "delete-version")
-def delete_version(
-    model: ModelArg,
-    timeout: DeleteTimeoutOpt = 300.0,
-    *,
-    opts: Options,
-) -> None:
-    """Delete one version (MODEL@VERSION or MODEL@ALIAS); the default version only when it is the last."""
-    name = opts.name(MODELS, model)
-    if "@" not in name:
-        raise FlagError(_ARG, f"[{model}] names no version: give MODEL@VERSION_ID or MODEL@ALIAS")
-    _delete(opts, name, f"model version [{name}]", lambda client: client.delete_model_version(name), timeout)
+COMMANDS.delete_and_wait(
+    "Delete a model with all its versions and their registry copies.",
+    ModelsClient.delete_model,
+    check=_whole_model,
+)
+COMMANDS.delete_and_wait(
+    "Delete one version (MODEL@VERSION or MODEL@ALIAS); the default version only when it is the last.",
+    ModelsClient.delete_model_version,
+    command="delete-version",
+    what="model version",
+    check=_one_version,
+)
 
 
 __all__ = ["app", "build_upload", "model_name", "print_model_table"]

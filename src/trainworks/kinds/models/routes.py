@@ -6,16 +6,11 @@ ones, since `{model}` would otherwise swallow `ID:listVersions`.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import (
     API_VERSION,
     BODY,
-    FILTER,
-    ORDER_BY,
-    PAGE,
-    READ_MASK,
+    LIST_QUERY,
     UPDATE_MASK,
     Collection,
     delete,
@@ -26,10 +21,6 @@ from trainworks.kernel.routes import (
 )
 from trainworks.kinds.models.service import ModelService
 
-# Models and their versions list with the same parameters, orderBy before readMask.
-_LIST = (*PAGE, FILTER, ORDER_BY, READ_MASK)
-
-
 MODELS = Collection(
     "models",
     "model",
@@ -37,8 +28,8 @@ MODELS = Collection(
     [
         # Copying the artifacts is file work: off the event loop, as every method that reads a body.
         verb("POST", "upload", "upload", ModelService.upload, BODY, API_VERSION, on_resource=False),
-        list_(ModelService.list, *_LIST),
-        verb("GET", "listVersions", "list_versions", ModelService.list_versions, *_LIST),
+        list_(ModelService.list, LIST_QUERY),
+        verb("GET", "listVersions", "list_versions", ModelService.list_versions, LIST_QUERY),
         verb("POST", "mergeVersionAliases", "merge_aliases", ModelService.merge_aliases, BODY),
         verb("DELETE", "deleteVersion", "delete_version", ModelService.delete_version, API_VERSION),
         get(ModelService.get),
@@ -46,7 +37,3 @@ MODELS = Collection(
         delete(ModelService.delete, API_VERSION),
     ],
 )
-
-
-def router(prefix: str) -> APIRouter:
-    return MODELS.router(prefix)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, literal
@@ -39,10 +40,11 @@ from trainworks.kernel.filtering import (
 )
 from trainworks.kernel.filtering import parse_filter as parse_aip160
 from trainworks.kernel.ids import new_numeric_id
+from trainworks.kernel.list_query import ListQuery, OrderedSlice, order_terms
+from trainworks.kernel.lro_service import already_exists
 from trainworks.kernel.names import parent_name
 from trainworks.kernel.operations import OperationService, aiplatform_type_url, operation_wire
 from trainworks.kernel.projects import Projects
-from trainworks.kernel.status import Code
 from trainworks.kernel.wire import format_timestamp, now_utc
 from trainworks.kernel.wire_errors import parse_body, snake
 from trainworks.kinds.custom_jobs.validation import MAX_DISPLAY_NAME, check_labels
@@ -87,7 +89,6 @@ OUTPUT_ONLY = {
     "checkpoints",
 }
 UNSUPPORTED = ("explanation_spec", "data_stats", "base_model_source")
-_ORDER_FIELDS = {"display_name": "display_name", "create_time": "create_time", "update_time": "update_time"}
 
 
 def model_name(project_number: str, location: str, model_id: str) -> str:
@@ -211,26 +212,52 @@ def _order(order_by: str, versions: bool) -> list[Any]:
         "create_time": ModelVersionRow.create_time if versions else ModelRow.create_time,
         "update_time": ModelVersionRow.update_time if versions else ModelRow.update_time,
     }
-    out: list[Any] = []
-    for part in (p.strip() for p in order_by.split(",")):
-        if not part:
-            continue
-        words = part.split()
-        field = _ORDER_FIELDS.get(snake(words[0]))
-        direction = words[1].lower() if len(words) > 1 else "asc"
-        if field is None or len(words) > 2 or direction not in ("asc", "desc"):
-            raise invalid_argument(
-                [
-                    FieldViolation(
-                        "order_by",
-                        f"cannot order by {part!r}: use display_name, create_time or update_time, "
-                        "each optionally followed by desc",
-                    )
-                ]
+    return order_terms(order_by, columns, _bad_order)
+
+
+def _bad_order(part: str) -> str:
+    return (
+        f"cannot order by {part!r}: use display_name, create_time or update_time, "
+        "each optionally followed by desc"
+    )
+
+
+@dataclass(frozen=True)
+class _Page:
+    """A page of models or of one model's versions, as asked: its size, the rows it reads (filter, order and
+    offset as SQL, one more than its size) and the fingerprint its page tokens carry."""
+
+    size: int
+    rows: OrderedSlice
+    fingerprint: str
+
+    @classmethod
+    def of(cls, query: ListQuery, versions: bool) -> _Page:
+        size = listing.page_size(query.page_size)
+        where = _model_filter(query.filter, versions)
+        order = _order(query.order_by, versions)
+        fingerprint = listing.fingerprint(f"{query.filter}\n{query.order_by}")
+        offset = (
+            listing.read_offset_page_token(
+                query.page_token, fingerprint, bound=2**31, issued_for="filter or order_by"
             )
-        column = columns[field]
-        out.append(column.desc() if direction == "desc" else column.asc())
-    return out
+            if query.page_token
+            else 0
+        )
+        return cls(size, OrderedSlice(where, order, offset, size + 1), fingerprint)
+
+    def answer(
+        self, rows: list[tuple[ModelRow, ModelVersionRow]], read_mask: str, with_version: bool
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if rows:  # proto3 JSON omits an empty repeated field
+            out["models"] = [
+                listing.apply_read_mask(model_wire(m, v, with_version), read_mask)
+                for m, v in rows[: self.size]
+            ]
+        if len(rows) > self.size:
+            out["nextPageToken"] = listing.offset_page_token(self.rows.offset + self.size, self.fingerprint)
+        return out
 
 
 class ModelService:
@@ -480,81 +507,24 @@ class ModelService:
         key, selector = self._key(project, location, ref)
         return model_wire(*self._resolve(key, selector))
 
-    def list(
-        self,
-        project: str,
-        location: str,
-        page_size: int,
-        page_token: str,
-        filter_text: str,
-        order_by: str,
-        read_mask: str,
-    ) -> dict[str, Any]:
+    def list(self, project: str, location: str, query: ListQuery) -> dict[str, Any]:
         """One entry per model: its default version."""
-        size = listing.page_size(page_size)
-        where = _model_filter(filter_text, versions=False)
-        order = _order(order_by, versions=False)
-        fingerprint = listing.fingerprint(f"{filter_text}\n{order_by}")
-        offset = (
-            listing.read_offset_page_token(
-                page_token, fingerprint, bound=2**31, issued_for="filter or order_by"
-            )
-            if page_token
-            else 0
-        )
+        page = _Page.of(query, versions=False)
         number = self.projects.number(project, location)
-        rows = self.store.page_models(number, location, where, order, offset, size + 1)
-        return self._page(rows, size, offset, fingerprint, read_mask, with_version=False)
+        rows = self.store.page_models(number, location, page.rows)
+        return page.answer(rows, query.read_mask, with_version=False)
 
-    def list_versions(
-        self,
-        project: str,
-        location: str,
-        ref: str,
-        page_size: int,
-        page_token: str,
-        filter_text: str,
-        order_by: str,
-        read_mask: str,
-    ) -> dict[str, Any]:
+    def list_versions(self, project: str, location: str, ref: str, query: ListQuery) -> dict[str, Any]:
         key, selector = self._key(project, location, ref)
         if selector is not None:
             raise invalid_argument(
                 [FieldViolation("name", "name the model without @version to list versions")]
             )
-        size = listing.page_size(page_size)
-        where = _model_filter(filter_text, versions=True)
-        order = _order(order_by, versions=True)
-        fingerprint = listing.fingerprint(f"{filter_text}\n{order_by}")
-        offset = (
-            listing.read_offset_page_token(
-                page_token, fingerprint, bound=2**31, issued_for="filter or order_by"
-            )
-            if page_token
-            else 0
-        )
+        page = _Page.of(query, versions=True)
         if self.store.model(key) is None:
             raise not_found(f"Model {model_name(key.project_number, key.location, key.model_id)!r}")
-        rows = self.store.page_versions(key, where, order, offset, size + 1)
-        return self._page(rows, size, offset, fingerprint, read_mask, with_version=True)
-
-    @staticmethod
-    def _page(
-        rows: builtins.list[tuple[ModelRow, ModelVersionRow]],
-        size: int,
-        offset: int,
-        fingerprint: str,
-        read_mask: str,
-        with_version: bool,
-    ) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if rows:  # proto3 JSON omits an empty repeated field
-            out["models"] = [
-                listing.apply_read_mask(model_wire(m, v, with_version), read_mask) for m, v in rows[:size]
-            ]
-        if len(rows) > size:
-            out["nextPageToken"] = listing.offset_page_token(offset + size, fingerprint)
-        return out
+        rows = self.store.page_versions(key, page.rows)
+        return page.answer(rows, query.read_mask, with_version=True)
 
     # ------------------------------------------------------------ change
     def update(self, project: str, location: str, ref: str, body: Any, update_mask: str) -> dict[str, Any]:
@@ -723,8 +693,7 @@ class ModelService:
 
 
 def _already_exists(key: ModelKey) -> ApiError:
-    name = model_name(key.project_number, key.location, key.model_id)
-    return ApiError(Code.ALREADY_EXISTS, f"Model {name} already exists.", reason="ALREADY_EXISTS")
+    return already_exists("Model", model_name(key.project_number, key.location, key.model_id))
 
 
 __all__ = ["ALIAS", "DEFAULT", "MODEL_ID", "ModelService", "check_aliases", "model_name", "model_wire"]

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import ColumnElement, Row, Select, and_, delete, select
 from sqlalchemy.orm import Session
 
-from trainworks.kernel.rows import by_offset
+from trainworks.kernel.list_query import OrderedSlice
 from trainworks.store.database import Database
 from trainworks.store.tables import ModelRow, ModelVersionRow
 
@@ -110,31 +109,19 @@ class ModelStore:
             return session.scalars(query).first()
 
     def page_models(
-        self,
-        project_number: str,
-        location: str,
-        where: ColumnElement[bool] | None,
-        order: Sequence[Any],
-        offset: int,
-        limit: int,
+        self, project_number: str, location: str, rows: OrderedSlice
     ) -> list[tuple[ModelRow, ModelVersionRow]]:
-        """Models with their default versions, in `order` (then by model ID)."""
+        """Models with their default versions, in `rows.order` (then by model ID)."""
         query = _with_versions(ModelVersionRow.version_id == ModelRow.default_version).where(
             ModelRow.project_number == project_number, ModelRow.location == location
         )
-        return self._pairs(by_offset(query, where, order, ModelRow.model_id, offset, limit))
+        return self._pairs(rows.narrow(query, ModelRow.model_id))
 
-    def page_versions(
-        self,
-        key: ModelKey,
-        where: ColumnElement[bool] | None,
-        order: Sequence[Any],
-        offset: int,
-        limit: int,
-    ) -> list[tuple[ModelRow, ModelVersionRow]]:
-        """Versions of one model in `order` (then by version ID), each with its model row."""
-        query = _with_versions().where(*_model_where(key))
-        return self._pairs(by_offset(query, where, order, ModelVersionRow.version_id, offset, limit))
+    def page_versions(self, key: ModelKey, rows: OrderedSlice) -> list[tuple[ModelRow, ModelVersionRow]]:
+        """Versions of one model in `rows.order` (then by version ID), each with its model row."""
+        return self._pairs(
+            rows.narrow(_with_versions().where(*_model_where(key)), ModelVersionRow.version_id)
+        )
 
     def _pairs(self, query: Select[ModelRow, ModelVersionRow]) -> list[tuple[ModelRow, ModelVersionRow]]:
         with self.db.session() as session:

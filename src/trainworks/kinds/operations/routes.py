@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 
 from trainworks.api.state import services
-from trainworks.kernel.bodies import json_body
 from trainworks.kernel.errors import FieldViolation, invalid_argument
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.params import int_param, query_param
-from trainworks.kernel.routes import JsonObject
+from trainworks.kernel.routes import Body, JsonObject, add_route
 from trainworks.kernel.wire import parse_duration
 
 LOCATION = "/projects/{project}/locations/{location}"
@@ -20,84 +18,54 @@ UNDER = LOCATION + "/{collection}/{resource_id}"
 
 
 def router(prefix: str) -> APIRouter:
+    """The same five methods on a location's operations (`list_ops`, `get_op`...) and, after them, on a
+    resource's, e.g. customJobs/123/operations/456 (`list_res_ops`, `get_res_op`...)."""
     api = APIRouter(prefix=prefix, tags=["operations"])
-
-    def svc(request: Request) -> OperationService:
-        return services(request).operations
-
-    # Location-level operations.
-    @api.get(LOCATION + "/operations")
-    def list_ops(project: str, location: str, request: Request) -> JsonObject:
-        return svc(request).list(
-            project,
-            location,
-            None,
-            int_param(request, "pageSize", "page_size"),
-            query_param(request, "pageToken", "page_token"),
-        )
-
-    @api.get(LOCATION + "/operations/{op}")
-    def get_op(project: str, location: str, op: str, request: Request) -> JsonObject:
-        return svc(request).get(project, location, "", op)
-
-    @api.post(LOCATION + "/operations/{op}:wait")
-    async def wait_op(project: str, location: str, op: str, request: Request) -> JsonObject:
-        timeout = _timeout(request, await json_body(request, required=False))
-        return await run_in_threadpool(svc(request).wait, project, location, "", op, timeout)
-
-    @api.post(LOCATION + "/operations/{op}:cancel")
-    def cancel_op(project: str, location: str, op: str, request: Request) -> JsonObject:
-        svc(request).cancel(project, location, "", op)
-        return {}
-
-    @api.delete(LOCATION + "/operations/{op}")
-    def delete_op(project: str, location: str, op: str, request: Request) -> JsonObject:
-        svc(request).delete(project, location, "", op)
-        return {}
-
-    # Operations under a resource, e.g. customJobs/123/operations/456.
-    @api.get(UNDER + "/operations")
-    def list_res_ops(
-        project: str, location: str, collection: str, resource_id: str, request: Request
-    ) -> JsonObject:
-        return svc(request).list(
-            project,
-            location,
-            f"{collection}/{resource_id}",
-            int_param(request, "pageSize", "page_size"),
-            query_param(request, "pageToken", "page_token"),
-        )
-
-    @api.get(UNDER + "/operations/{op}")
-    def get_res_op(
-        project: str, location: str, collection: str, resource_id: str, op: str, request: Request
-    ) -> JsonObject:
-        return svc(request).get(project, location, f"{collection}/{resource_id}", op)
-
-    @api.post(UNDER + "/operations/{op}:wait")
-    async def wait_res_op(
-        project: str, location: str, collection: str, resource_id: str, op: str, request: Request
-    ) -> JsonObject:
-        timeout = _timeout(request, await json_body(request, required=False))
-        return await run_in_threadpool(
-            svc(request).wait, project, location, f"{collection}/{resource_id}", op, timeout
-        )
-
-    @api.post(UNDER + "/operations/{op}:cancel")
-    def cancel_res_op(
-        project: str, location: str, collection: str, resource_id: str, op: str, request: Request
-    ) -> JsonObject:
-        svc(request).cancel(project, location, f"{collection}/{resource_id}", op)
-        return {}
-
-    @api.delete(UNDER + "/operations/{op}")
-    def delete_res_op(
-        project: str, location: str, collection: str, resource_id: str, op: str, request: Request
-    ) -> JsonObject:
-        svc(request).delete(project, location, f"{collection}/{resource_id}", op)
-        return {}
-
+    for parent, ops, op in ((LOCATION, "ops", "op"), (UNDER, "res_ops", "res_op")):
+        add_route(api, "GET", parent + "/operations", f"list_{ops}", _list)
+        add_route(api, "GET", parent + "/operations/{op}", f"get_{op}", _get)
+        add_route(api, "POST", parent + "/operations/{op}:wait", f"wait_{op}", _wait, Body.OPTIONAL)
+        add_route(api, "POST", parent + "/operations/{op}:cancel", f"cancel_{op}", _cancel)
+        add_route(api, "DELETE", parent + "/operations/{op}", f"delete_{op}", _delete)
     return api
+
+
+def _service(request: Request) -> OperationService:
+    return services(request).operations
+
+
+def _resource(path: dict[str, str]) -> str | None:
+    """The resource the operations are under (`customJobs/123`); None for a location's own."""
+    return f"{path['collection']}/{path['resource_id']}" if "collection" in path else None
+
+
+def _operation(path: dict[str, str]) -> tuple[str, str, str, str]:
+    """The project, location, resource ("" for a location's own) and ID of the operation the path names."""
+    return path["project"], path["location"], _resource(path) or "", path["op"]
+
+
+def _list(request: Request, path: dict[str, str], _body: Any) -> JsonObject:
+    page_size = int_param(request, "pageSize", "page_size")
+    page_token = query_param(request, "pageToken", "page_token")
+    return _service(request).list(path["project"], path["location"], _resource(path), page_size, page_token)
+
+
+def _get(request: Request, path: dict[str, str], _body: Any) -> JsonObject:
+    return _service(request).get(*_operation(path))
+
+
+def _wait(request: Request, path: dict[str, str], body: Any) -> JsonObject:
+    return _service(request).wait(*_operation(path), _timeout(request, body))
+
+
+def _cancel(request: Request, path: dict[str, str], _body: Any) -> JsonObject:
+    _service(request).cancel(*_operation(path))
+    return {}
+
+
+def _delete(request: Request, path: dict[str, str], _body: Any) -> JsonObject:
+    _service(request).delete(*_operation(path))
+    return {}
 
 
 def _timeout(request: Request, body: Any) -> float | None:

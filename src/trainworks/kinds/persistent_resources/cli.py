@@ -14,6 +14,7 @@ import typer
 from trainworks.kernel.cli import (
     AsyncOpt,
     LabelsOpt,
+    ListFlags,
     OperationTarget,
     OperationTimeoutOpt,
     Options,
@@ -21,8 +22,6 @@ from trainworks.kernel.cli import (
     command,
     group,
     name_argument,
-    page_size_for,
-    take,
 )
 from trainworks.kernel.flags import disk_spec, machine_spec, parse_dict, parse_dicts
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
@@ -192,27 +191,15 @@ def create(
     )
 
 
-@command(app, "list")
-def list_(
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Show at most this many resources.")
-    ] = None,
-    page_size: Annotated[
-        int, typer.Option("--page-size", min=0, help="Resources per request (0: server default).")
-    ] = 0,
-    *,
-    opts: Options,
-) -> None:
-    """List the persistent resources of a project and region, in ID order."""
-    parent = opts.parent()
-    size = page_size_for(page_size, limit)
-    resources = opts.call(
-        PersistentResourcesClient, lambda client: take(client.list_persistent_resources(parent, size), limit)
-    )
-    opts.show(resources, print_persistent_resource_table)
-
-
 COMMANDS = ResourceCommands(app, RESOURCES, ResourceArg, PersistentResourcesClient)
+COMMANDS.list_(
+    "List the persistent resources of a project and region, in ID order.",
+    ListFlags(
+        limit="Show at most this many resources.", page_size="Resources per request (0: server default)."
+    ),
+    lambda client, query: client.list_persistent_resources(query.parent, query.size),
+    print_persistent_resource_table,
+)
 COMMANDS.describe(
     "Show a persistent resource.",
     PersistentResourcesClient.get_persistent_resource,

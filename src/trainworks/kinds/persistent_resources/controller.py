@@ -29,8 +29,7 @@ from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
 from trainworks.jobs.service_log import log_service
 from trainworks.kernel.loop import ReconcileLoop, reconcile_each
-from trainworks.kernel.lro_store import Key
-from trainworks.kernel.operation_store import OperationStore
+from trainworks.kernel.lro_store import Key, key_of
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
 from trainworks.kinds.custom_jobs.service import CustomJobService
@@ -46,7 +45,7 @@ from trainworks.kinds.persistent_resources.service import (
     row_name,
     used_replicas,
 )
-from trainworks.kinds.persistent_resources.store import PersistentResourceStore, key_of
+from trainworks.kinds.persistent_resources.store import PersistentResourceStore
 from trainworks.kinds.persistent_resources.validation import preload_modules, replica_bounds
 from trainworks.kinds.persistent_resources.wire import PersistentResourceState
 from trainworks.store.crash_points import crash_point
@@ -167,14 +166,12 @@ class PersistentResourceController(ReconcileLoop):
         settings: Settings,
         store: PersistentResourceStore,
         jobs: CustomJobService,
-        operations: OperationStore,
         warm: WarmPool,
         wake_jobs: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.jobs = jobs
-        self.operations = operations
         self.warm = warm
         self.wake_jobs = wake_jobs
         self._last_sweep = 0.0
@@ -224,7 +221,7 @@ class PersistentResourceController(ReconcileLoop):
         fresh = self.store.get(key_of(row))
         if fresh is None or fresh.operation_id is None:
             return
-        op = self.operations.get(fresh.operation_id)
+        op = self.store.operations.get(fresh.operation_id)
         if op is None:
             self.store.finish_operation(key_of(fresh), fresh.operation_id)
             return
@@ -269,11 +266,15 @@ class PersistentResourceController(ReconcileLoop):
             pending_spec=None,
         )
         if moved:
-            # A crash here leaves it RUNNING with its operation: reconcile completes it after the restart.
-            crash_point("persistent-resource-running")
-            self._complete(row, jobs)
-            self.wake_jobs()
+            self._running(row, jobs)
         return True
+
+    def _running(self, row: PersistentResourceRow, jobs: list[CustomJobRow]) -> None:
+        """It is RUNNING now (provisioned, updated or rebooted): its operation completes, its jobs start."""
+        # A crash here leaves it RUNNING with its operation: reconcile completes it after the restart.
+        crash_point("persistent-resource-running")
+        self._complete(row, jobs)
+        self.wake_jobs()
 
     def _update(self, row: PersistentResourceRow, jobs: list[CustomJobRow]) -> bool:
         spec = row.pending_spec or row.spec
@@ -299,20 +300,16 @@ class PersistentResourceController(ReconcileLoop):
                 return True
         counts = [p.get("replicaCount") for p in spec.get("resourcePools", [])]
         before = [p.get("replicaCount") for p in row.spec.get("resourcePools", [])]
-        moved = self.store.transition(
+        moved = self.store.apply_update(
             key_of(row),
-            [R.UPDATING],
-            state=R.RUNNING,
-            spec=spec,
+            R.UPDATING,
+            R.RUNNING,
+            spec,
             pending_spec=None,
-            display_name=spec.get("displayName", ""),
-            labels=labels,
             reopen_spans=counts != before,  # the new machine count is billed from the same moment
         )
         if moved:
-            crash_point("persistent-resource-running")
-            self._complete(row, jobs)
-            self.wake_jobs()
+            self._running(row, jobs)
         return True
 
     def _reboot(self, row: PersistentResourceRow, jobs: list[CustomJobRow]) -> bool:

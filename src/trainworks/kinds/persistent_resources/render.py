@@ -8,11 +8,10 @@ from trainworks.kernel.render import (
     Column,
     console,
     header_rows,
+    machine_text,
     print_lines,
+    print_resource_table,
     print_rows,
-    print_table,
-    resource_id,
-    styled,
 )
 
 _RESOURCE_STATE_STYLE = {
@@ -27,11 +26,8 @@ _RESOURCE_STATE_STYLE = {
 
 def resource_pool_text(pool: dict[str, Any]) -> str:
     """A resource pool as `2 × n1-standard-4 (1 used)`, with `+ 1 × ACCELERATOR` when it has some."""
-    machine = pool.get("machineSpec") or {}
-    text = f"{pool.get('replicaCount', '?')} × {machine.get('machineType', '?')}"
-    if machine.get("acceleratorType"):
-        text += f" + {machine.get('acceleratorCount', 1)} × {machine['acceleratorType']}"
-    return text + f" ({pool.get('usedReplicaCount', '0')} used)"
+    machine = machine_text(pool.get("machineSpec") or {})
+    return f"{pool.get('replicaCount', '?')} × {machine} ({pool.get('usedReplicaCount', '0')} used)"
 
 
 def _resource_pool_detail(pool: dict[str, Any]) -> str:
@@ -65,22 +61,11 @@ def print_persistent_resource_table(resources: list[dict[str, Any]]) -> None:
     """Persistent resources as a table (ID, display name, state, pools), like `gcloud ... list`."""
     from rich.markup import escape
 
-    columns = [
-        Column("PERSISTENT_RESOURCE_ID"),
-        Column("DISPLAY_NAME", fold=True),
-        Column("STATE"),
-        Column("RESOURCE_POOLS", fold=True),
-    ]
-    rows = [
-        (
-            resource_id(resource.get("name", "")),
-            escape(resource.get("displayName", "")),
-            styled(resource.get("state", ""), _RESOURCE_STATE_STYLE),
-            escape(", ".join(resource_pool_text(p) for p in resource.get("resourcePools") or [])),
-        )
-        for resource in resources
-    ]
-    print_table(columns, rows)
+    def pools(resource: dict[str, Any]) -> str:
+        return escape(", ".join(resource_pool_text(p) for p in resource.get("resourcePools") or []))
+
+    more = [(Column("RESOURCE_POOLS", fold=True), pools)]
+    print_resource_table(resources, "PERSISTENT_RESOURCE_ID", _RESOURCE_STATE_STYLE, more)
 
 
 __all__ = ["print_persistent_resource_summary", "print_persistent_resource_table", "resource_pool_text"]

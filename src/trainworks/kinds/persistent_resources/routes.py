@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import (
     API_VERSION,
@@ -33,7 +31,3 @@ PERSISTENT_RESOURCES = Collection(
         ],
     ),
 )
-
-
-def router(prefix: str) -> APIRouter:
-    return PERSISTENT_RESOURCES.router(prefix)

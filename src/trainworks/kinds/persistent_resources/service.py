@@ -16,36 +16,20 @@ from typing import Any
 from sqlalchemy import select
 
 from trainworks.jobs.enums import JobState
-from trainworks.kernel.errors import (
-    ApiError,
-    FieldViolation,
-    failed_precondition,
-    invalid_argument,
-)
-from trainworks.kernel.filtering import FilterColumns, FilterError, compile_filter
-from trainworks.kernel.ids import new_numeric_id
-from trainworks.kernel.lro_service import (
-    already_exists,
-    delete_resource,
-    find_resource,
-    list_resources,
-    start_change,
-)
-from trainworks.kernel.lro_store import Key
+from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument
+from trainworks.kernel.listing import table_filter
+from trainworks.kernel.lro_service import LroResourceService
+from trainworks.kernel.lro_store import DuplicateResource, Key, key_of
 from trainworks.kernel.names import parent_name
 from trainworks.kernel.operations import OperationService, operation_wire
 from trainworks.kernel.projects import Projects
 from trainworks.kernel.update_masks import UpdateMaskRules, listed_root
-from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.kernel.wire import format_timestamp, input_dict, now_utc
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.custom_jobs.validation import MAX_DISPLAY_NAME, check_labels
 from trainworks.kinds.custom_jobs.wire import CustomJobSpec
-from trainworks.kinds.persistent_resources.store import (
-    DuplicateResource,
-    PersistentResourceStore,
-    key_of,
-)
+from trainworks.kinds.persistent_resources.store import PersistentResourceStore
 from trainworks.kinds.persistent_resources.validation import (
     check_pool_counts,
     check_preload,
@@ -58,7 +42,6 @@ from trainworks.kinds.persistent_resources.wire import (
     PersistentResource,
     PersistentResourceState,
     ResourcePool,
-    input_dict,
 )
 from trainworks.storage.output_buckets import OutputBuckets
 from trainworks.store.tables import CustomJobRow, OperationRow, PersistentResourceRow
@@ -243,29 +226,26 @@ def resource_jobs(jobs: CustomJobService) -> list[CustomJobRow]:
     return [j for j in jobs.active_jobs() if job_resource_id(j.spec)]
 
 
-class PersistentResourceService:
+class PersistentResourceService(LroResourceService[PersistentResourceRow]):
+    what = "PersistentResource"
+    collection = "persistentResources"
+    longest_id = 63
+    name_of = staticmethod(resource_name)
+    store: PersistentResourceStore
+
     def __init__(
         self,
         store: PersistentResourceStore,
         jobs: CustomJobService,
         projects: Projects,
-        operations: OperationService,
         wake: Callable[[], None] = lambda: None,
         output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places it names
     ) -> None:
-        self.output_buckets = output_buckets
-        self.store = store
+        super().__init__(store, projects, wake)
         self.jobs = jobs
-        self.projects = projects
-        self.operations = operations
-        self.wake = wake
+        self.output_buckets = output_buckets
 
     # -------------------------------------------------------------- reading
-    def find(self, project: str, location: str, resource_id: str) -> PersistentResourceRow:
-        parent = (project, location)
-        what = "PersistentResource"
-        return find_resource(self.store, self.projects, parent, resource_id, 63, what, resource_name)
-
     def _used(self, rows: Sequence[PersistentResourceRow]) -> dict[Key, dict[str, int]]:
         if not rows:
             return {}
@@ -278,13 +258,9 @@ class PersistentResourceService:
     def get(self, project: str, location: str, resource_id: str) -> dict[str, Any]:
         return self.wire(self.find(project, location, resource_id))
 
-    def list(self, project: str, location: str, page_size: int, page_token: str) -> dict[str, Any]:
-        def render(rows: Sequence[PersistentResourceRow]) -> builtins.list[dict[str, Any]]:
-            used = self._used(rows)
-            return [resource_wire(r, used.get(key_of(r))) for r in rows]
-
-        parent, page = (project, location), (page_size, page_token)
-        return list_resources(self.store, self.projects, parent, page, 63, "persistentResources", render)
+    def render(self, rows: Sequence[PersistentResourceRow]) -> builtins.list[dict[str, Any]]:
+        used = self._used(rows)
+        return [resource_wire(r, used.get(key_of(r))) for r in rows]
 
     # -------------------------------------------------------------- create
     def create(
@@ -294,10 +270,7 @@ class PersistentResourceService:
         violations = check_resource_id(resource_id) + validate_resource(resource)
         if violations:
             raise invalid_argument(violations)
-        number = self.projects.number(project, location)
-        key = (number, location, resource_id)
-        if self.store.get(key) is not None:
-            raise self._exists(key)
+        key = self.new_key(project, location, resource_id)
         spec = input_dict(resource)
         spec["resourcePools"] = fill_pools(spec.get("resourcePools", []))
         if self.output_buckets is not None:
@@ -310,31 +283,13 @@ class PersistentResourceService:
             api_version,
             f"Provisioning {pools} resource pool{'s' if pools != 1 else ''}.",
         )
-        now = now_utc()
-        row = PersistentResourceRow(
-            project_number=number,
-            location=location,
-            resource_id=resource_id,
-            uid=new_numeric_id(),
-            display_name=resource.display_name,
-            state=int(R.PROVISIONING),
-            spec=spec,
-            labels=dict(resource.labels),
-            operation_id=op.id,
-            generation=0,
-            create_time=now,
-            update_time=now,
-        )
+        row = self.new_row(key, resource, R.PROVISIONING, spec, op, now_utc(), generation=0)
         try:
             self.store.insert(row, operation=op)  # together: a crash leaves both or neither
         except DuplicateResource:
-            raise self._exists(key) from None
+            raise self.exists(key) from None
         self.wake()
         return operation_wire(op)
-
-    @staticmethod
-    def _exists(key: Key) -> ApiError:
-        return already_exists("PersistentResource", resource_name(*key))
 
     # -------------------------------------------------------------- update
     def update(
@@ -349,11 +304,7 @@ class PersistentResourceService:
         paths = _UPDATE_MASK.parse(update_mask)
         resource = parse_body(PersistentResource, body)
         row = self.find(project, location, resource_id)
-        if R(row.state) != R.RUNNING:
-            raise failed_precondition(
-                f"The PersistentResource {row_name(row)} is {R(row.state).name}; it can be updated only "
-                "while RUNNING."
-            )
+        self.require_state(row, [R.RUNNING], "it can be updated only while RUNNING")
         spec = self._updated_spec(row, resource, paths)
         op = _operation(
             key_of(row),
@@ -362,10 +313,7 @@ class PersistentResourceService:
             api_version,
             "Updating the resource pools.",
         )
-        what = f"The PersistentResource {row_name(row)}"
-        values = {"state": R.UPDATING, "pending_spec": spec, "operation_id": op.id}
-        start_change(self.store, key_of(row), [R.RUNNING], op, what, **values)
-        self.wake()
+        self.start_change(row, [R.RUNNING], op, state=R.UPDATING, pending_spec=spec)
         return operation_wire(op)
 
     def _updated_spec(
@@ -463,11 +411,7 @@ class PersistentResourceService:
         self, project: str, location: str, resource_id: str, api_version: str = "v1"
     ) -> dict[str, Any]:
         row = self.find(project, location, resource_id)
-        if R(row.state) not in (R.RUNNING, R.ERROR):
-            raise failed_precondition(
-                f"The PersistentResource {row_name(row)} is {R(row.state).name}; it can be rebooted only "
-                "while RUNNING or in ERROR."
-            )
+        self.require_state(row, [R.RUNNING, R.ERROR], "it can be rebooted only while RUNNING or in ERROR")
         op = _operation(
             key_of(row),
             "reboot_persistent_resource",
@@ -492,18 +436,13 @@ class PersistentResourceService:
         self, project: str, location: str, resource_id: str, api_version: str = "v1"
     ) -> dict[str, Any]:
         row = self.find(project, location, resource_id)
-        return delete_resource(
-            self.store,
-            self.operations,
+        return self.delete_resource(
             row,
-            key_of(row),
             R.STOPPING,
             lambda: _operation(
                 key_of(row), "delete_persistent_resource", "DeleteOperationMetadata", api_version
             ),
-            ("PersistentResource", row_name(row)),
             lambda: self.delete(project, location, resource_id, api_version),
-            self.wake,
             pending_spec=None,
         )
 
@@ -586,19 +525,7 @@ class PersistentResourceService:
         live = {r.uid: r for r in self.store.in_location(project_number, location)}
         wanted: set[int] | None = None
         if filter_text.strip():
-            try:
-                where = compile_filter(
-                    filter_text,
-                    FilterColumns(
-                        display_name=PersistentResourceRow.display_name,
-                        state=PersistentResourceRow.state,
-                        create_time=PersistentResourceRow.create_time,
-                        labels=PersistentResourceRow.labels,
-                    ),
-                    {s.name: int(s) for s in R},
-                )
-            except FilterError as exc:
-                raise invalid_argument([FieldViolation("filter", str(exc))]) from None
+            where = table_filter(PersistentResourceRow, filter_text, {s.name: int(s) for s in R})
             assert where is not None  # the filter is not blank
             query = select(PersistentResourceRow.uid).where(
                 PersistentResourceRow.project_number == project_number,

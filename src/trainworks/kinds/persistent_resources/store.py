@@ -3,24 +3,15 @@ is stored with its operation (kernel/lro_store.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from trainworks.kernel.lro_store import Key, LroResourceStore
-from trainworks.kernel.operation_store import Abort
-from trainworks.store.tables import OperationRow, PersistentResourceRow, PersistentResourceSpanRow
-
-
-def key_of(row: PersistentResourceRow) -> Key:
-    return (row.project_number, row.location, row.resource_id)
-
-
-class DuplicateResource(Exception):
-    """A resource with this ID already exists in the project and location."""
+from trainworks.kernel.lro_store import InTransaction, Key, LroResourceStore
+from trainworks.store.tables import PersistentResourceRow, PersistentResourceSpanRow
 
 
 class PersistentResourceStore(LroResourceStore[PersistentResourceRow]):
@@ -28,31 +19,23 @@ class PersistentResourceStore(LroResourceStore[PersistentResourceRow]):
     id_column = "resource_id"
     operation_point = "persistent-resource-operation"
     ended_point = "persistent-resource-operation-ended"
-    duplicate = DuplicateResource
 
     # -------------------------------------------------------------- resources
     def in_location(self, project_number: str, location: str) -> list[PersistentResourceRow]:
         return self.page(project_number, location, None, 1_000_000)
 
-    def transition(
-        self,
-        key: Key,
-        from_states: Iterable[int],
-        *,
-        operation: OperationRow | None = None,
-        abort: Abort | None = None,
-        reopen_spans: bool = False,
-        **values: Any,
-    ) -> bool:
-        """The base's compare-and-set transition; with `reopen_spans` it also bills the resource's machines as
-        they now are, in the same transaction: a crash never leaves a change billed as it was."""
+    def _within(self, key: Key, values: dict[str, Any]) -> InTransaction | None:
+        """A transition with `reopen_spans=True` also bills the resource's machines as they now are, in the
+        same transaction: a crash never leaves a change billed as it was."""
+        if not values.pop("reopen_spans", False):
+            return None
 
         def reopen(session: Session, now: datetime) -> None:
             row = session.get(PersistentResourceRow, key)
             if row is not None:
                 _open_spans_in(session, row, row.spec.get("resourcePools", []), now)
 
-        return self._transition(key, from_states, operation, abort, reopen if reopen_spans else None, values)
+        return reopen
 
     def _delete_in(self, session: Session, key: Key, now: datetime) -> None:
         """Delete the resource and close its open billing spans (inside the caller's transaction)."""

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainworks.kernel.status import Status
-from trainworks.kernel.wire import Bool, Int64, ProtoEnum, Timestamp, WireModel, enum_field, without_fields
+from trainworks.kernel.wire import Bool, Int64, OutputOnly, ProtoEnum, Timestamp, WireModel, enum_field
 from trainworks.kinds.custom_jobs.wire import DiskSpec, EncryptionSpec, MachineSpec, PscInterfaceConfig
 
 
@@ -30,7 +28,7 @@ class ResourcePool(WireModel):
     machine_spec: MachineSpec | None = None
     replica_count: Int64 | None = None  # `optional int64`
     disk_spec: DiskSpec | None = None
-    used_replica_count: Int64 = 0  # OUTPUT_ONLY
+    used_replica_count: OutputOnly[Int64] = 0
     autoscaling_spec: AutoscalingSpec | None = None
 
 
@@ -65,39 +63,23 @@ class ResourceRuntime(WireModel):
 
 
 class PersistentResource(WireModel):
-    name: str = ""
+    # IMMUTABLE rather than OUTPUT_ONLY, but the ID comes from `persistentResourceId`: a name sent on create
+    # is ignored like the output-only fields.
+    name: OutputOnly[str] = ""
     display_name: str = ""
     resource_pools: list[ResourcePool] = []
-    state: enum_field(PersistentResourceState) = PersistentResourceState.STATE_UNSPECIFIED  # type: ignore[valid-type]
-    error: Status | None = None
-    create_time: Timestamp | None = None
-    start_time: Timestamp | None = None
-    update_time: Timestamp | None = None
+    state: OutputOnly[enum_field(PersistentResourceState)] = PersistentResourceState.STATE_UNSPECIFIED  # type: ignore[valid-type]
+    error: OutputOnly[Status | None] = None
+    create_time: OutputOnly[Timestamp | None] = None
+    start_time: OutputOnly[Timestamp | None] = None
+    update_time: OutputOnly[Timestamp | None] = None
     labels: dict[str, str] = {}
     network: str = ""
     psc_interface_config: PscInterfaceConfig | None = None
     encryption_spec: EncryptionSpec | None = None
     resource_runtime_spec: ResourceRuntimeSpec | None = None
-    resource_runtime: ResourceRuntime | None = None
+    resource_runtime: OutputOnly[ResourceRuntime | None] = None
     reserved_ip_ranges: list[str] = []
-
-
-# `name` is IMMUTABLE rather than OUTPUT_ONLY, but the ID comes from `persistentResourceId`: a name sent on
-# create is ignored like the output-only fields.
-OUTPUT_ONLY_FIELDS = frozenset(
-    {"name", "state", "error", "create_time", "start_time", "update_time", "resource_runtime"}
-)
-
-
-# Output-only fields inside each resource pool.
-POOL_OUTPUT_ONLY_FIELDS = frozenset({"used_replica_count"})
-
-
-def input_dict(resource: PersistentResource) -> dict[str, Any]:
-    """The user-settable part of a resource as canonical JSON (what is stored and echoed back): output-only
-    fields sent on create or update are ignored, usedReplicaCount inside each pool too."""
-    stripped = without_fields(resource, OUTPUT_ONLY_FIELDS, {"resource_pools": POOL_OUTPUT_ONLY_FIELDS})
-    return stripped.to_wire()
 
 
 __all__ = [
@@ -106,5 +88,4 @@ __all__ = [
     "PersistentResourceState",
     "ResourcePool",
     "ResourceRuntimeSpec",
-    "input_dict",
 ]

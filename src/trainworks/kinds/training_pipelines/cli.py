@@ -12,16 +12,14 @@ from typing import Annotated, Any
 import typer
 
 from trainworks.kernel.cli import (
-    DeleteTimeoutOpt,
     LabelsOpt,
+    ListFlags,
     Options,
     ResourceCommands,
     command,
     group,
     name_argument,
     report_submitted,
-    run_operation,
-    take,
     wait_for_end,
 )
 from trainworks.kernel.flags import parse_dicts, read_config
@@ -99,31 +97,6 @@ def create(
     )
 
 
-@command(app, "list")
-def list_(
-    filter: Annotated[
-        str,
-        typer.Option(
-            "--filter",
-            help='AIP-160 filter, e.g. state="PIPELINE_STATE_RUNNING" or training_task_definition:*',
-        ),
-    ] = "",
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Show at most this many.")] = None,
-    page_size: Annotated[
-        int, typer.Option("--page-size", min=0, help="Per request (0: server default).")
-    ] = 0,
-    *,
-    opts: Options,
-) -> None:
-    """List training pipelines of a project and region, newest first."""
-    parent = opts.parent()
-    pipelines = opts.call(
-        TrainingPipelinesClient,
-        lambda client: take(client.list_training_pipelines(parent, filter, page_size), limit),
-    )
-    opts.show(pipelines, _print_table)
-
-
 def _print_table(pipelines: list[dict[str, Any]]) -> None:
     if not pipelines:
         print_status("Listed 0 items.")
@@ -137,32 +110,28 @@ def _print_table(pipelines: list[dict[str, Any]]) -> None:
 
 
 COMMANDS = ResourceCommands(app, PIPELINES, PipelineArg, TrainingPipelinesClient)
+COMMANDS.list_(
+    "List training pipelines of a project and region, newest first.",
+    ListFlags(
+        filter='AIP-160 filter, e.g. state="PIPELINE_STATE_RUNNING" or training_task_definition:*',
+        limit="Show at most this many.",
+        page_size="Per request (0: server default).",
+    ),
+    # --page-size as given: unlike the other kinds, --limit sets no smaller page
+    lambda client, query: client.list_training_pipelines(query.parent, query.filter, query.page_size),
+    _print_table,
+)
 COMMANDS.describe("Show a training pipeline.", TrainingPipelinesClient.get_training_pipeline, _summary)
 COMMANDS.cancel(
     "Ask a pipeline to stop; it cancels its training job and ends CANCELLED (asynchronously).",
     TrainingPipelinesClient.cancel_training_pipeline,
     None,
 )
-
-
-@command(app)
-def delete(
-    training_pipeline: PipelineArg,
-    timeout: DeleteTimeoutOpt = 300.0,
-    *,
-    opts: Options,
-) -> None:
-    """Delete a finished training pipeline (a running one must be cancelled first)."""
-    name = opts.name(PIPELINES, training_pipeline)
-    run_operation(
-        opts,
-        TrainingPipelinesClient,
-        lambda client: client.delete_training_pipeline(name),
-        f"deleting TrainingPipeline [{name}]",
-        timeout,
-    )
-    if opts.human:
-        print_status(f"Deleted TrainingPipeline [{name}].")
+COMMANDS.delete_and_wait(
+    "Delete a finished training pipeline (a running one must be cancelled first).",
+    TrainingPipelinesClient.delete_training_pipeline,
+    doing="deleting",
+)
 
 
 @command(app)

@@ -20,7 +20,6 @@ from trainworks.jobs.enums import TERMINAL_PIPELINE_STATES, JobState, PipelineSt
 from trainworks.kernel.errors import ApiError
 from trainworks.kernel.loop import ReconcileLoop, reconcile_each
 from trainworks.kernel.names import parent_name
-from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
 from trainworks.kinds.custom_jobs.service import CustomJobService
@@ -91,14 +90,12 @@ class TrainingPipelineController(ReconcileLoop):
         store: TrainingPipelineStore,
         custom_jobs: CustomJobService,
         tuning_jobs: TuningJobService,
-        operations: OperationStore,
         models: ModelService | None = None,  # None: pipelines with modelToUpload fail with a clear error
         datasets: DatasetService | None = None,  # None: pipelines with inputDataConfig fail likewise
     ) -> None:
         self.store = store
         self.custom_jobs = custom_jobs
         self.tuning_jobs = tuning_jobs
-        self.operations = operations
         self.models = models
         self.datasets = datasets
         super().__init__(settings.resync_seconds)

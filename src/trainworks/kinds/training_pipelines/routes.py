@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import Collection, job_methods
 from trainworks.kinds.training_pipelines.service import TrainingPipelineService
@@ -14,7 +12,3 @@ TRAINING_PIPELINES = Collection(
     lambda request: required(services(request).training_pipelines),
     job_methods(TrainingPipelineService),
 )
-
-
-def router(prefix: str) -> APIRouter:
-    return TRAINING_PIPELINES.router(prefix)

@@ -10,18 +10,18 @@ from sqlalchemy import ColumnElement
 
 from trainworks.jobs import listing
 from trainworks.jobs.enums import TERMINAL_PIPELINE_STATES, PipelineState
-from trainworks.jobs.service import JobKindService, add_job_status, admit_outputs, insert_new_job
+from trainworks.jobs.service import JobKindService, add_job_status
 from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument
 from trainworks.kernel.names import custom_job_name, parent_name
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
-from trainworks.kernel.wire import now_utc
+from trainworks.kernel.wire import input_dict, now_utc
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.datasets.service import DatasetService
 from trainworks.kinds.training_pipelines.store import TrainingPipelineStore
 from trainworks.kinds.training_pipelines.validation import validate_training_pipeline
-from trainworks.kinds.training_pipelines.wire import TrainingPipeline, input_dict
+from trainworks.kinds.training_pipelines.wire import TrainingPipeline
 from trainworks.kinds.tuning_jobs.service import tuning_job_name
 from trainworks.storage.output_buckets import OutputBuckets
 from trainworks.store.tables import TrainingPipelineRow
@@ -71,6 +71,7 @@ class TrainingPipelineService(JobKindService[TrainingPipelineRow]):
     what = "TrainingPipeline"
     collection = "trainingPipelines"
     name_of = staticmethod(pipeline_name)
+    outputs_kind = "training_pipeline"
     store: TrainingPipelineStore
 
     def __init__(
@@ -83,11 +84,7 @@ class TrainingPipelineService(JobKindService[TrainingPipelineRow]):
         datasets: DatasetService | None = None,  # checks inputDataConfig
         output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places it names
     ) -> None:
-        self.output_buckets = output_buckets
-        self.store = store
-        self.projects = projects
-        self.operations = operations
-        self.wake = wake
+        super().__init__(store, projects, operations, wake, output_buckets)
         self.custom_jobs = custom_jobs
         self.datasets = datasets
 
@@ -115,19 +112,8 @@ class TrainingPipelineService(JobKindService[TrainingPipelineRow]):
                     ]
                 )
             self.datasets.check_input_data_config(project, location, config)
-        admit_outputs(self.output_buckets, project, location, "training_pipeline", spec)
-        row = insert_new_job(
-            self.store,
-            TrainingPipelineRow,
-            project_number=number,
-            location=location,
-            display_name=pipeline.display_name,
-            state=int(P.PIPELINE_STATE_QUEUED),
-            spec=spec,
-            labels=pipeline.labels,
-            now=now_utc(),
-            backing_kind=checked.kind,
-        )
+        self.admit_outputs(project, location, spec)
+        row = self.insert_new((number, location), pipeline, spec, now_utc(), backing_kind=checked.kind)
         self.wake()
         return pipeline_wire(row)
 

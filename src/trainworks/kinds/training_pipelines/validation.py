@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainworks.kernel.errors import ApiError, FieldViolation
+from trainworks.kernel.wire import input_dict
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.custom_jobs.validation import (
     PersistentResourceCheck,
@@ -26,7 +27,6 @@ from trainworks.kinds.custom_jobs.wire import CustomJobSpec
 from trainworks.kinds.training_pipelines.wire import TASK_DEFINITIONS, TrainingPipeline
 from trainworks.kinds.tuning_jobs.validation import validate_tuning_job
 from trainworks.kinds.tuning_jobs.wire import HyperparameterTuningJob
-from trainworks.kinds.tuning_jobs.wire import input_dict as tuning_input_dict
 
 ROOT = "training_pipeline"
 INPUTS = f"{ROOT}.training_task_inputs"
@@ -101,7 +101,7 @@ def _tuning_inputs(
             continue  # the pipeline's own fields, checked as such
         where = name if name.startswith(INPUTS) else f"{INPUTS}.{name}"
         result.violations.append(FieldViolation(where, violation.description))
-    canonical = tuning_input_dict(job)
+    canonical = input_dict(job)
     result.inputs = {key: canonical[key] for key in TUNING_INPUT_KEYS if key in canonical}
 
 

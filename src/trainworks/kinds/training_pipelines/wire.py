@@ -9,14 +9,14 @@ registry, which checks it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import field_validator, model_validator
+from pydantic import PlainSerializer, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from trainworks.jobs.enums import PipelineState
 from trainworks.kernel.status import Status
-from trainworks.kernel.wire import Timestamp, WireModel, check_oneof, enum_field, without_fields
+from trainworks.kernel.wire import OutputOnly, Timestamp, WireModel, check_oneof, enum_field
 from trainworks.kinds.custom_jobs.wire import EncryptionSpec
 from trainworks.kinds.datasets import wire as datasets_wire
 
@@ -55,22 +55,26 @@ def camel_keys(value: Any, opaque: frozenset[str] = _OPAQUE_MODEL_FIELDS) -> Any
     return value
 
 
+# A Model kept as JSON, written with its keys in canonical camelCase.
+ModelJson = Annotated[dict[str, Any], PlainSerializer(lambda model: camel_keys(model), when_used="json")]
+
+
 class TrainingPipeline(WireModel):
-    name: str = ""
+    name: OutputOnly[str] = ""
     display_name: str = ""
     input_data_config: InputDataConfig | None = None
     training_task_definition: str = ""
     training_task_inputs: Any = None
-    training_task_metadata: Any = None
-    model_to_upload: dict[str, Any] | None = None
+    training_task_metadata: OutputOnly[Any] = None
+    model_to_upload: ModelJson | None = None
     model_id: str = ""
     parent_model: str = ""
-    state: enum_field(PipelineState) = PipelineState.PIPELINE_STATE_UNSPECIFIED  # type: ignore[valid-type]
-    error: Status | None = None
-    create_time: Timestamp | None = None
-    start_time: Timestamp | None = None
-    end_time: Timestamp | None = None
-    update_time: Timestamp | None = None
+    state: OutputOnly[enum_field(PipelineState)] = PipelineState.PIPELINE_STATE_UNSPECIFIED  # type: ignore[valid-type]
+    error: OutputOnly[Status | None] = None
+    create_time: OutputOnly[Timestamp | None] = None
+    start_time: OutputOnly[Timestamp | None] = None
+    end_time: OutputOnly[Timestamp | None] = None
+    update_time: OutputOnly[Timestamp | None] = None
     labels: dict[str, str] = {}
     encryption_spec: EncryptionSpec | None = None
 
@@ -82,36 +86,11 @@ class TrainingPipeline(WireModel):
         return value
 
 
-OUTPUT_ONLY_FIELDS = frozenset(
-    {
-        "name",
-        "training_task_metadata",
-        "state",
-        "error",
-        "create_time",
-        "start_time",
-        "end_time",
-        "update_time",
-    }
-)
-
-
-def input_dict(pipeline: TrainingPipeline) -> dict[str, Any]:
-    """The user-settable part of a pipeline as canonical JSON (what is stored and echoed back); the task
-    inputs are replaced by their canonical form by the caller."""
-    out = without_fields(pipeline, OUTPUT_ONLY_FIELDS).to_wire()
-    if pipeline.model_to_upload is not None:
-        out["modelToUpload"] = camel_keys(pipeline.model_to_upload)
-    return out
-
-
 __all__ = [
     "CUSTOM_TASK",
     "InputDataConfig",
-    "OUTPUT_ONLY_FIELDS",
     "TASK_DEFINITIONS",
     "TUNING_TASK",
     "TrainingPipeline",
     "camel_keys",
-    "input_dict",
 ]

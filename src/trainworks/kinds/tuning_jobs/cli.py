@@ -17,7 +17,7 @@ import typer
 from trainworks.kernel import cli
 from trainworks.kernel.cli import Options, command
 from trainworks.kernel.client import ApiError
-from trainworks.kernel.flags import camelize, parse_dicts, read_config
+from trainworks.kernel.flags import camelize, parse_dicts, read_config_mapping
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kinds.tuning_jobs.client import TuningJobsClient
 from trainworks.kinds.tuning_jobs.render import print_tuning_job_summary, print_tuning_job_table
@@ -66,10 +66,7 @@ def load_tuning_config(path: Path) -> dict[str, Any]:
     """Read a --config file (YAML or JSON) holding a HyperparameterTuningJob as gcloud's does: `studySpec`
     and `trialJobSpec` at the top, plus optionally maxTrialCount, parallelTrialCount, maxFailedTrialCount,
     displayName and labels. snake_case keys become camelCase (keys inside `labels` are kept)."""
-    data = read_config(path)
-    if not isinstance(data, dict):
-        kind = "nothing" if data is None else type(data).__name__
-        raise FlagError("--config", f"{path} must hold a mapping with studySpec and trialJobSpec, not {kind}")
+    data = read_config_mapping(path, "a mapping with studySpec and trialJobSpec")
     config: dict[str, Any] = camelize(data)
     missing = [key for key in ("studySpec", "trialJobSpec") if key not in config]
     if missing:
@@ -198,29 +195,15 @@ def create(
     cli.report_submitted(opts, job, "HyperparameterTuningJob", summary, "hp-tuning-jobs", hints)
 
 
-@command(app, "list")
-def list_(
-    filter: cli.JobsFilterOpt = "",
-    limit: cli.JobsLimitOpt = None,
-    page_size: cli.JobsPageSizeOpt = 0,
-    *,
-    opts: Options,
-) -> None:
-    """List tuning jobs of a project and region, newest first, with their trials done and best metric.
-
-    json and yaml print the jobs as List returns them (without trials).
-    """
-    parent = opts.parent()
-    with opts.client(TuningJobsClient) as client:
-        jobs = cli.take(
-            client.list_hyperparameter_tuning_jobs(parent, filter, cli.page_size_for(page_size, limit)), limit
-        )
-        if opts.human:
-            jobs = _with_trials(client, jobs)
-    opts.show(jobs, print_tuning_job_table)
-
-
 COMMANDS = cli.ResourceCommands(app, TUNING_JOBS, TuningJobArg, TuningJobsClient)
+COMMANDS.list_(
+    "List tuning jobs of a project and region, newest first, with their trials done and best metric.\n\n"
+    "json and yaml print the jobs as List returns them (without trials).",
+    cli.JOB_LIST_FLAGS,
+    lambda client, query: client.list_hyperparameter_tuning_jobs(query.parent, query.filter, query.size),
+    print_tuning_job_table,
+    complete=_with_trials,
+)
 COMMANDS.describe(
     "Show a tuning job and its trials, best first by the study's metric goal (INFEASIBLE ones last).",
     TuningJobsClient.get_hyperparameter_tuning_job,

@@ -25,7 +25,6 @@ from trainworks.jobs.enums import JobState
 from trainworks.jobs.store import ACTIVE_STATES
 from trainworks.kernel.errors import ApiError
 from trainworks.kernel.loop import ReconcileLoop, reconcile_each
-from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
 from trainworks.kinds.custom_jobs.rules import PRIMARY
@@ -62,13 +61,11 @@ class TuningJobController(ReconcileLoop):
         settings: Settings,
         store: TuningStore,
         custom_jobs: CustomJobService,
-        operations: OperationStore,
         storage_url: str,
     ) -> None:
         self.settings = settings
         self.store = store
         self.custom_jobs = custom_jobs
-        self.operations = operations
         self.storage_url = storage_url
         self._studies: dict[int, Study] = {}  # a cache: the study itself is in the database
         super().__init__(settings.resync_seconds)

@@ -10,6 +10,7 @@ from trainworks.kernel.render import (
     Column,
     console,
     print_lines,
+    print_resource_table,
     print_rows,
     print_table,
     resource_id,
@@ -235,24 +236,11 @@ def print_tuning_job_table(jobs: list[dict[str, Any]]) -> None:
     `trials` (from Get) for the last two columns."""
     from rich.markup import escape
 
-    columns = [
-        Column("HYPERPARAMETER_TUNING_JOB_ID"),
-        Column("DISPLAY_NAME", fold=True),
-        Column("STATE"),
-        Column("TRIALS", right=True),
-        Column("BEST_METRIC", fold=True),
+    more = [
+        (Column("TRIALS", right=True), trials_progress),
+        (Column("BEST_METRIC", fold=True), lambda job: escape(best_metric_text(job))),
     ]
-    rows = [
-        (
-            resource_id(job.get("name", "")),
-            escape(job.get("displayName", "")),
-            styled(job.get("state", ""), JOB_STATE_STYLE),
-            trials_progress(job),
-            escape(best_metric_text(job)),
-        )
-        for job in jobs
-    ]
-    print_table(columns, rows)
+    print_resource_table(jobs, "HYPERPARAMETER_TUNING_JOB_ID", JOB_STATE_STYLE, more)
 
 
 __all__ = [

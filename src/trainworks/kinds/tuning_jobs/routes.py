@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from trainworks.api.state import required, services
 from trainworks.kernel.routes import Collection, job_methods
 from trainworks.kinds.tuning_jobs.service import TuningJobService
@@ -14,7 +12,3 @@ TUNING_JOBS = Collection(
     lambda request: required(services(request).tuning_jobs),
     job_methods(TuningJobService),
 )
-
-
-def router(prefix: str) -> APIRouter:
-    return TUNING_JOBS.router(prefix)

@@ -10,22 +10,16 @@ from sqlalchemy import ColumnElement
 
 from trainworks.jobs import listing
 from trainworks.jobs.enums import JobState
-from trainworks.jobs.service import (
-    JobKindService,
-    add_job_status,
-    admit_outputs,
-    insert_new_job,
-    refuse_unschedulable,
-)
+from trainworks.jobs.service import JobKindService, add_job_status, refuse_unschedulable
 from trainworks.kernel.errors import invalid_argument
 from trainworks.kernel.names import custom_job_name, parent_name
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
-from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.kernel.wire import format_timestamp, input_dict, now_utc
 from trainworks.kernel.wire_errors import parse_body
 from trainworks.kinds.tuning_jobs.store import TuningStore
 from trainworks.kinds.tuning_jobs.validation import validate_tuning_job
-from trainworks.kinds.tuning_jobs.wire import HyperparameterTuningJob, input_dict, trial_state_name
+from trainworks.kinds.tuning_jobs.wire import HyperparameterTuningJob, trial_state_name
 from trainworks.scheduling.inventory import Inventory, default_inventory
 from trainworks.scheduling.job_requests import job_request
 from trainworks.storage.output_buckets import OutputBuckets
@@ -69,6 +63,7 @@ class TuningJobService(JobKindService[TuningJobRow]):
     what = "HyperparameterTuningJob"
     collection = "hyperparameterTuningJobs"
     name_of = staticmethod(tuning_job_name)
+    outputs_kind = "hyperparameter_tuning_job"
     store: TuningStore
 
     def __init__(
@@ -81,12 +76,8 @@ class TuningJobService(JobKindService[TuningJobRow]):
         custom_jobs: Any = None,  # CustomJobService: the persistent-resource check of trial job specs
         output_buckets: OutputBuckets | None = None,  # bucket ownership of the gs:// places a job names
     ) -> None:
-        self.output_buckets = output_buckets
+        super().__init__(store, projects, operations, wake, output_buckets)
         self.custom_jobs = custom_jobs
-        self.store = store
-        self.projects = projects
-        self.operations = operations
-        self.wake = wake
         self.inventory = inventory or default_inventory()
 
     def create(self, project: str, location: str, body: Any) -> dict[str, Any]:
@@ -98,24 +89,14 @@ class TuningJobService(JobKindService[TuningJobRow]):
         number = self.projects.number(project, location)
         now = now_utc()
         spec = input_dict(job)
-        admit_outputs(self.output_buckets, project, location, "hyperparameter_tuning_job", spec)
+        self.admit_outputs(project, location, spec)
         # Trials on a persistent resource run on its capacity, not the inventory's.
         if not spec["trialJobSpec"].get("persistentResourceId"):
             trial = {"jobSpec": spec["trialJobSpec"]}
             refuse_unschedulable(
                 self.inventory, job_request(0, number, location, trial, {}, now), "The trials"
             )
-        row = insert_new_job(
-            self.store,
-            TuningJobRow,
-            project_number=number,
-            location=location,
-            display_name=job.display_name,
-            state=int(S.JOB_STATE_QUEUED),
-            spec=spec,
-            labels=job.labels,
-            now=now,
-        )
+        row = self.insert_new((number, location), job, spec, now)
         self.wake()
         return tuning_job_wire(row)
 

@@ -29,14 +29,14 @@ from trainworks.kernel.wire import (
     Duration,
     Int32,
     Int64,
+    OutputOnly,
     ProtoEnum,
     Timestamp,
     WireModel,
     check_oneof,
     enum_field,
-    without_fields,
 )
-from trainworks.kinds.custom_jobs.wire import JOB_OUTPUT_ONLY_FIELDS, CustomJobSpec, EncryptionSpec
+from trainworks.kinds.custom_jobs.wire import CustomJobSpec, EncryptionSpec
 
 
 # ---------------------------------------------------------------- enums
@@ -509,32 +509,24 @@ def trial_dict(
 
 # ---------------------------------------------------------------- HyperparameterTuningJob
 class HyperparameterTuningJob(WireModel):
-    name: str = ""
+    name: OutputOnly[str] = ""
     display_name: str = ""
     study_spec: StudySpec | None = None
     max_trial_count: Int32 = 0
     parallel_trial_count: Int32 = 0
     max_failed_trial_count: Int32 = 0  # 0: the service decides
     trial_job_spec: CustomJobSpec | None = None
-    trials: list[Trial] = []
-    state: enum_field(JobState) = JobState.JOB_STATE_UNSPECIFIED  # type: ignore[valid-type]
-    create_time: Timestamp | None = None
-    start_time: Timestamp | None = None
-    end_time: Timestamp | None = None
-    update_time: Timestamp | None = None
-    error: Status | None = None
+    trials: OutputOnly[list[Trial]] = []
+    state: OutputOnly[enum_field(JobState)] = JobState.JOB_STATE_UNSPECIFIED  # type: ignore[valid-type]
+    create_time: OutputOnly[Timestamp | None] = None
+    start_time: OutputOnly[Timestamp | None] = None
+    end_time: OutputOnly[Timestamp | None] = None
+    update_time: OutputOnly[Timestamp | None] = None
+    error: OutputOnly[Status | None] = None
     labels: dict[str, str] = {}
     encryption_spec: EncryptionSpec | None = None
-    satisfies_pzs: Bool = False
-    satisfies_pzi: Bool = False
-
-
-OUTPUT_ONLY_FIELDS = JOB_OUTPUT_ONLY_FIELDS | {"trials"}
-
-
-def input_dict(job: HyperparameterTuningJob) -> dict[str, Any]:
-    """The user-settable part of a tuning job, as canonical JSON (what is stored and echoed back)."""
-    return without_fields(job, OUTPUT_ONLY_FIELDS).to_wire()
+    satisfies_pzs: OutputOnly[Bool] = False
+    satisfies_pzi: OutputOnly[Bool] = False
 
 
 __all__ = [
@@ -558,7 +550,6 @@ __all__ = [
     "MeasurementSelectionType",
     "MedianAutomatedStoppingSpec",
     "MetricSpec",
-    "OUTPUT_ONLY_FIELDS",
     "ObservationNoise",
     "PARENT_VALUE_CONDITION_FIELDS",
     "ParameterNode",
@@ -577,7 +568,6 @@ __all__ = [
     "TrialState",
     "VALUE_SPEC_FIELDS",
     "VALUE_SPEC_FIELD",
-    "input_dict",
     "trial_dict",
     "trial_state_name",
     "walk_parameters",

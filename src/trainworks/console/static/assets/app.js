@@ -6,36 +6,24 @@ import { clear, errorBox, h, showBanner } from "./ui.js";
 
 // Pages load on first use (dynamic import): a first visit fetches only the modules its page needs.
 const page = (load, name) => async (...args) => (await load())[name](...args);
-const jobs = page(() => import("./pages/jobs.js"), "render");
-const job = page(() => import("./pages/job.js"), "render");
-const tuningList = page(() => import("./pages/tuning.js"), "renderList");
-const tuningDetail = page(() => import("./pages/tuning.js"), "renderDetail");
-const resourceList = page(() => import("./pages/resources.js"), "renderList");
-const resourceDetail = page(() => import("./pages/resources.js"), "renderDetail");
-const clusterList = page(() => import("./pages/clusters.js"), "renderList");
-const clusterDetail = page(() => import("./pages/clusters.js"), "renderDetail");
-const pipelineList = page(() => import("./pages/pipelines.js"), "renderList");
-const pipelineDetail = page(() => import("./pages/pipelines.js"), "renderDetail");
-const modelList = page(() => import("./pages/models.js"), "renderList");
-const modelDetail = page(() => import("./pages/models.js"), "renderDetail");
-const costs = page(() => import("./pages/costs.js"), "render");
-const terminal = page(() => import("./pages/terminal.js"), "render");
+
+/** A section's two routes: #/<name> shows `list`, #/<name>/<id> shows `detail`; both mark its nav link. */
+const sectionRoutes = (name, list, detail) => [
+  [new RegExp(`^/${name}$`), list, name],
+  [new RegExp(`^/${name}/([^/]+)$`), detail, name],
+];
+/** A resource kind's section, whose page module exports renderList and renderDetail. */
+const kindRoutes = (name, load) => sectionRoutes(name, page(load, "renderList"), page(load, "renderDetail"));
 
 const ROUTES = [
-  [/^\/jobs$/, jobs, "jobs"],
-  [/^\/jobs\/([^/]+)$/, job, "jobs"],
-  [/^\/tuning$/, tuningList, "tuning"],
-  [/^\/tuning\/([^/]+)$/, tuningDetail, "tuning"],
-  [/^\/resources$/, resourceList, "resources"],
-  [/^\/resources\/([^/]+)$/, resourceDetail, "resources"],
-  [/^\/clusters$/, clusterList, "clusters"],
-  [/^\/clusters\/([^/]+)$/, clusterDetail, "clusters"],
-  [/^\/pipelines$/, pipelineList, "pipelines"],
-  [/^\/pipelines\/([^/]+)$/, pipelineDetail, "pipelines"],
-  [/^\/models$/, modelList, "models"],
-  [/^\/models\/([^/]+)$/, modelDetail, "models"],
-  [/^\/costs$/, costs, "costs"],
-  [/^\/terminal\/([^/]+)\/([^/]+)\/([^/]+)\/([^/]+)$/, terminal, ""],
+  ...sectionRoutes("jobs", page(() => import("./pages/jobs.js"), "render"), page(() => import("./pages/job.js"), "render")),
+  ...kindRoutes("tuning", () => import("./pages/tuning.js")),
+  ...kindRoutes("resources", () => import("./pages/resources.js")),
+  ...kindRoutes("clusters", () => import("./pages/clusters.js")),
+  ...kindRoutes("pipelines", () => import("./pages/pipelines.js")),
+  ...kindRoutes("models", () => import("./pages/models.js")),
+  [/^\/costs$/, page(() => import("./pages/costs.js"), "render"), "costs"],
+  [/^\/terminal\/([^/]+)\/([^/]+)\/([^/]+)\/([^/]+)$/, page(() => import("./pages/terminal.js"), "render"), ""],
 ];
 const NEEDS_SCOPE = new Set(["jobs", "tuning", "resources", "clusters", "pipelines", "models", "costs"]);
 

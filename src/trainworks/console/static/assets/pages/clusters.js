@@ -1,20 +1,16 @@
 // Training clusters (v1beta1 modelDevelopmentClusters): the list, and a cluster's nodes, Slurm partitions
 // and events.
 
-import { del, get, idOf, parent } from "../api.js";
-import { actionButton, age, badge, clear, facts, h, json, statusError, table, when } from "../ui.js";
-import { detailPage, pagedList } from "./list.js";
+import { age, badge, clear, facts, h, json, statusError, table, when } from "../ui.js";
+import { deleteButton, detailPage, nameColumn, pagedList } from "./list.js";
+
+const CLUSTERS = { section: "clusters", title: "Training clusters", api: "v1beta1", collection: "modelDevelopmentClusters" };
 
 export function renderList(main, _params, ctx) {
-  return pagedList(main, ctx, {
-    id: "clusters-page",
-    title: "Training clusters",
-    path: `/v1beta1/${parent()}/modelDevelopmentClusters`,
-    field: "modelDevelopmentClusters",
-    open: (c) => `#/clusters/${idOf(c.name)}`,
+  return pagedList(main, ctx, CLUSTERS, {
     empty: "No training clusters.",
     columns: [
-      { label: "Name", cell: (c) => h("a", { href: `#/clusters/${idOf(c.name)}` }, c.displayName || idOf(c.name)) },
+      nameColumn(CLUSTERS),
       { label: "State", cell: (c) => badge(c.clusterStatus?.state) },
       { label: "Nodes", cell: (c) => String((c.clusterStatus?.nodesStatus || []).length), className: "num" },
       { label: "Node pools", cell: (c) => (c.nodePools || []).map((p) => p.id).join(", ") },
@@ -24,20 +20,13 @@ export function renderList(main, _params, ctx) {
 }
 
 export function renderDetail(main, [clusterId], ctx) {
-  const path = `/v1beta1/${parent()}/modelDevelopmentClusters/${encodeURIComponent(clusterId)}`;
-  return detailPage(main, ctx, {
+  return detailPage(main, ctx, CLUSTERS, clusterId, {
     id: "cluster-page",
-    back: "#/clusters",
-    backLabel: "Training clusters",
-    fetch: () => get(path),
-    render: (c, { title, actions, body }) => {
+    render: (c, { title, actions, body, path }) => {
       const status = c.clusterStatus || {};
       const slurm = c.orchestratorSpec?.slurmSpec || {};
       clear(title, c.displayName || clusterId, " ", badge(status.state));
-      clear(actions, actionButton("Delete cluster", `Delete training cluster ${clusterId} and its nodes?`, async () => {
-        await del(path);
-        location.hash = "#/clusters";
-      }));
+      clear(actions, deleteButton("Delete cluster", `Delete training cluster ${clusterId} and its nodes?`, path, "#/clusters"));
       const events = [...(c.clusterEvents || [])].sort((a, b) => String(b.eventTime).localeCompare(String(a.eventTime)));
       clear(body,
         statusError(status.error),

@@ -1,26 +1,59 @@
-// A paged resource list (pageSize/pageToken, previous/next) refreshed live: what the simpler pages share.
+// What the pages of the resource kinds share (tuning jobs, persistent resources, clusters, pipelines, models):
+// a paged list refreshed live, a detail page re-rendered only when its resource changes, and their links and
+// buttons. The custom jobs pages keep their own: the default page loads no module it can do without.
+//
+// A kind is a plain object { section, title, api, collection }: `#/<section>` lists the REST collection
+// `/<api>/<parent>/<collection>` (the list response names its field after the collection) under the heading
+// `title`, and `#/<section>/<id>` shows one resource.
 
-import { get, query } from "../api.js";
-import { clear, h, table } from "../ui.js";
+import { del, get, idOf, parent, post, query } from "../api.js";
+import { actionButton, clear, h, table } from "../ui.js";
+
+/** The kind's collection under the chosen scope (read at each call: the scope can change). */
+function collectionPath({ api, collection }) {
+  return `/${api}/${parent()}/${collection}`;
+}
+
+/** The hash of a resource's page: #/<section>/<its ID>. */
+export function pageOf(section, name) {
+  return `#/${section}/${idOf(name)}`;
+}
+
+/** A link to a resource's page, by its ID. */
+export function idLink(section, name) {
+  return h("a", { href: pageOf(section, name) }, idOf(name));
+}
+
+/** A list's Name column: the display name (else the ID), linking to the resource's page. */
+export function nameColumn({ section }) {
+  return { label: "Name", cell: (r) => h("a", { href: pageOf(section, r.name) }, r.displayName || idOf(r.name)) };
+}
 
 /**
- * Renders `title` and a table of `path`'s `field` (e.g. "persistentResources") into `main`.
- * columns: as ui.table; open(row) -> hash of the row's page.
+ * Renders the kind's heading and a table of its collection, 50 rows a page with previous/next, into `main`.
+ * columns: as ui.table, but each cell is called as cell(row, now), `now` being one clock reading a refresh.
+ * tokens: the stack of page tokens; a page that passes its own keeps its place across visits.
  */
-export async function pagedList(main, ctx, { id, title, path, field, columns, open, empty, every = 3000 }) {
-  const section = h("section", { id, "aria-labelledby": `${id}-title` });
+export async function pagedList(main, ctx, kind, {
+  columns, empty, every = 3000, id = `${kind.section}-page`, titleId = `${id}-title`, tableId = `${id}-table`,
+  caption = kind.title, tokens = [""],
+}) {
+  const section = h("section", { id, "aria-labelledby": titleId });
   const holder = h("div.table-holder");
   const pager = h("nav.pager", { "aria-label": "Pages" });
-  const tokens = [""];
   clear(main, section);
-  section.append(h("h1", { id: `${id}-title` }, title), holder, pager);
+  section.append(h("h1", { id: titleId }, kind.title), holder, pager);
 
   async function load() {
-    const page = await get(`${path}${query({ pageSize: 50, pageToken: tokens[tokens.length - 1] })}`);
+    const page = await get(`${collectionPath(kind)}${query({ pageSize: 50, pageToken: tokens[tokens.length - 1] })}`);
     if (!ctx.active) return;
-    const rows = page[field] || [];
-    const t = table(title, columns, rows, { rowKey: (r) => r.name, onOpen: (r) => (location.hash = open(r)), empty });
-    t.id = `${id}-table`;
+    const rows = page[kind.collection] || [];
+    const now = Date.now();
+    const cells = columns.map((column) => ({ ...column, cell: (row) => column.cell(row, now) }));
+    const t = table(caption, cells, rows, {
+      rowKey: (r) => r.name, onOpen: (r) => (location.hash = pageOf(kind.section, r.name)), empty,
+    });
+    t.id = tableId;
     clear(holder, t);
     const previous = h("button", { type: "button", disabled: tokens.length === 1 }, "Previous page");
     previous.addEventListener("click", () => { tokens.pop(); load(); });
@@ -32,24 +65,48 @@ export async function pagedList(main, ctx, { id, title, path, field, columns, op
   await ctx.live(load, every);
 }
 
-/** A detail page's frame: back link, title, actions and body, re-rendered only when the resource changes. */
-export async function detailPage(main, ctx, { id, back, backLabel, fetch, render, every = 3000 }) {
-  const section = h("section", { id, "aria-labelledby": `${id}-title` });
-  const title = h("h1", { id: `${id}-title` });
+/**
+ * One resource's page: a link back to the list, the title, actions and body, re-rendered only when what
+ * fetch(path) returns changes (so that focus and scrolling survive the polling). render(data, parts) fills
+ * parts.title, parts.actions and parts.body; parts.path is the resource's REST path, parts.reload refreshes.
+ * heading: the title's text until the first render.
+ */
+export async function detailPage(main, ctx, kind, resourceId, {
+  id, render, every = 3000, titleId = `${id}-title`, heading, backLabel = kind.title, fetch = (path) => get(path),
+}) {
+  const path = `${collectionPath(kind)}/${encodeURIComponent(resourceId)}`;
+  const section = h("section", { id, "aria-labelledby": titleId });
+  const title = h("h1", { id: titleId }, heading);
   const actions = h("div.actions");
   const body = h("div");
   clear(main, section);
-  section.append(h("p", {}, h("a", { href: back }, `← ${backLabel}`)), title, actions, body);
+  section.append(h("p", {}, h("a", { href: `#/${kind.section}` }, `← ${backLabel}`)), title, actions, body);
   let rendered = "";
   async function load() {
-    const data = await fetch();
+    const data = await fetch(path);
     if (!ctx.active) return;
     const key = JSON.stringify(data);
     if (key !== rendered) {
       rendered = key;
-      render(data, { title, actions, body, reload: load });
+      render(data, { title, actions, body, path, reload: load });
     }
     section.dataset.ready = "true";
   }
   await ctx.live(load, every);
+}
+
+/** Deletes the resource at `path` once confirmed, then goes `back` (its list). */
+export function deleteButton(label, question, path, back) {
+  return actionButton(label, question, async () => {
+    await del(path);
+    location.hash = back;
+  });
+}
+
+/** Cancels the resource at `path` once confirmed (the dialog's button says `label` too), then reloads. */
+export function cancelButton(label, question, path, reload) {
+  return actionButton(label, question, async () => {
+    await post(`${path}:cancel`);
+    await reload();
+  }, { confirmLabel: label });
 }

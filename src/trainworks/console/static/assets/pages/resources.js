@@ -1,8 +1,9 @@
 // Persistent resources: the list and one resource's pools, state and error; delete with a confirm.
 
-import { del, get, idOf, parent } from "../api.js";
-import { actionButton, age, badge, clear, facts, h, json, statusError, table, when } from "../ui.js";
-import { detailPage, pagedList } from "./list.js";
+import { age, badge, clear, facts, h, json, statusError, table, when } from "../ui.js";
+import { deleteButton, detailPage, nameColumn, pagedList } from "./list.js";
+
+const RESOURCES = { section: "resources", title: "Persistent resources", api: "v1", collection: "persistentResources" };
 
 function pools(r) {
   return (r.resourcePools || [])
@@ -11,15 +12,10 @@ function pools(r) {
 }
 
 export function renderList(main, _params, ctx) {
-  return pagedList(main, ctx, {
-    id: "resources-page",
-    title: "Persistent resources",
-    path: `/v1/${parent()}/persistentResources`,
-    field: "persistentResources",
-    open: (r) => `#/resources/${idOf(r.name)}`,
+  return pagedList(main, ctx, RESOURCES, {
     empty: "No persistent resources.",
     columns: [
-      { label: "Name", cell: (r) => h("a", { href: `#/resources/${idOf(r.name)}` }, r.displayName || idOf(r.name)) },
+      nameColumn(RESOURCES),
       { label: "State", cell: (r) => badge(r.state) },
       { label: "Pools (used/replicas)", cell: pools },
       { label: "Age", cell: (r) => age(r.createTime) },
@@ -28,18 +24,11 @@ export function renderList(main, _params, ctx) {
 }
 
 export function renderDetail(main, [resourceId], ctx) {
-  const path = `/v1/${parent()}/persistentResources/${encodeURIComponent(resourceId)}`;
-  return detailPage(main, ctx, {
+  return detailPage(main, ctx, RESOURCES, resourceId, {
     id: "resource-page",
-    back: "#/resources",
-    backLabel: "Persistent resources",
-    fetch: () => get(path),
-    render: (r, { title, actions, body }) => {
+    render: (r, { title, actions, body, path }) => {
       clear(title, r.displayName || resourceId, " ", badge(r.state));
-      clear(actions, actionButton("Delete resource", `Delete persistent resource ${resourceId}? Jobs on it fail.`, async () => {
-        await del(path);
-        location.hash = "#/resources";
-      }));
+      clear(actions, deleteButton("Delete resource", `Delete persistent resource ${resourceId}? Jobs on it fail.`, path, "#/resources"));
       clear(body,
         statusError(r.error),
         facts([["Name", h("span.mono", {}, r.name)], ["Created", when(r.createTime)], ["Started", r.startTime ? when(r.startTime) : ""]]),
