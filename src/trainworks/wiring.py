@@ -27,6 +27,7 @@ from trainworks.kinds.custom_jobs.status import JobStatusService
 from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.kinds.datasets.service import DatasetService
 from trainworks.kinds.datasets.store import DatasetStore
+from trainworks.kinds.locations.service import LocationService
 from trainworks.kinds.models.artifacts import ArtifactRegistry
 from trainworks.kinds.models.service import ModelService
 from trainworks.kinds.models.store import ModelStore
@@ -81,6 +82,7 @@ class Services:
     pipeline_controller: TrainingPipelineController | None = None
     metrics: ServerMetrics = field(default_factory=ServerMetrics)  # what /metrics shows
     tokens: TokenService | None = None  # the stored API tokens that api/auth.py looks up
+    locations: LocationService | None = None  # the Locations API: the inventory's regions
 
     def _other_controllers(self) -> list[ReconcileLoop]:
         """The controllers besides the custom jobs' one, in the order they start (they stop in reverse)."""
@@ -238,4 +240,5 @@ def build_services(settings: Settings) -> Services:
         pipeline_controller=pipeline_controller,
         metrics=metrics,
         tokens=TokenService(db),
+        locations=LocationService(projects, inventory),
     )

@@ -26,8 +26,8 @@ What is not fuzzed with valid input, and why:
 - log following (`follow=true`) streams until the job ends: the parameter is pinned to false;
 - creating or patching training clusters (modelDevelopmentClusters) starts real daemons: only requests that
   violate the description (which must fail validation with a 4xx) are sent to them;
-- operations at the location level (`.../locations/L/operations/OP`): the server makes none (every operation
-  belongs to a resource), so those routes can only answer 404.
+- operations at the location level (`.../locations/L/operations/OP`): the server makes none of its own
+  (every operation belongs to a resource, and is also served there by its ID).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ import pytest
 import requests
 import schemathesis
 from google.cloud import aiplatform_v1, aiplatform_v1beta1  # registers both packages' types (Any @type)
+from google.cloud.location import locations_pb2
 from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, json_format
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (registers BadRequest, ErrorInfo)
@@ -456,6 +457,10 @@ def _official(method: str, path: str) -> Any | None:
     if version not in ("v1", "v1beta1", "ui"):
         return None
     types = aiplatform_v1beta1 if version == "v1beta1" else aiplatform_v1
+    if path.endswith("/projects/{project}/locations"):
+        return locations_pb2.ListLocationsResponse
+    if path.endswith("/projects/{project}/locations/{location}"):
+        return locations_pb2.Location
     if "/operations" in path:
         if path.endswith("/operations") and method == "GET":
             return operations_pb2.ListOperationsResponse
@@ -492,7 +497,8 @@ def _official(method: str, path: str) -> Any | None:
 def check_official(method: str, path: str, response: Response) -> None:
     """2xx: the official message the route answers with. 4xx outside /storage: a google.rpc.Status whose
     details are registered google.rpc types, with the code's name and the HTTP status that goes with it."""
-    if 400 <= response.status_code < 500 and not path.startswith(("/storage/", "/upload/", "/download/")):
+    storage = ("/storage/", "/upload/", "/download/", "/resumable/")
+    if 400 <= response.status_code < 500 and not path.startswith(storage):
         error = response.json()["error"]
         assert HTTP_FOR_CODE[error["status"]] == response.status_code == error["code"], error
         rpc = {key: value for key, value in error.items() if key != "status"}
@@ -542,7 +548,7 @@ def _is_resumable_start(case: Any, response: Response) -> bool:
     """A resumable upload session starts with an empty 200 and a Location header, as Cloud Storage answers."""
     return (
         case.method.upper() == "POST"
-        and case.operation.path == "/upload/storage/v1/b/{bucket}/o"
+        and case.operation.path.endswith("/upload/storage/v1/b/{bucket}/o")  # also /resumable/upload/
         and (case.query or {}).get("uploadType") == "resumable"
         and response.status_code == 200
         and not response.content

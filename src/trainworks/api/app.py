@@ -26,6 +26,7 @@ from trainworks.kinds.custom_jobs.routes import CUSTOM_JOBS, extensions_router
 from trainworks.kinds.custom_jobs.shell_routes import router as shell_router
 from trainworks.kinds.custom_jobs.tensorboard_routes import router as tensorboard_router
 from trainworks.kinds.datasets.routes import DATASETS
+from trainworks.kinds.locations import routes as locations
 from trainworks.kinds.models.routes import MODELS
 from trainworks.kinds.operations import routes as operations
 from trainworks.kinds.operations import rpc as operations_rpc
@@ -72,6 +73,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(storage_router())  # the Cloud Storage JSON API subset (STORAGE_EMULATOR_HOST)
     for prefix in ("/v1", "/v1beta1", "/ui"):
         app.include_router(operations.router(prefix))
+        app.include_router(locations.router(prefix))
     app.include_router(extensions_router())
     app.include_router(costs.router())
     app.include_router(capacity_router())

@@ -49,10 +49,15 @@ OPEN_PATHS = frozenset({"/healthz", "/console"})
 # The console's static pages carry no data: the API calls they make present the token themselves.
 OPEN_PREFIXES = ("/console/",)
 METRICS_PATH = "/metrics"
-STORAGE_PREFIXES = ("/storage/v1/", "/upload/storage/v1/", "/download/storage/v1/")
+STORAGE_PREFIXES = (
+    "/storage/v1/",
+    "/upload/storage/v1/",
+    "/download/storage/v1/",
+    "/resumable/upload/storage/v1/",  # gcloud starts its resumable uploads there
+)
 
 _PROJECT_PATH = re.compile(r"^/(?:v1|v1beta1|ui|trainworks/v1)/projects/([^/]+)")
-_BUCKET_PATH = re.compile(r"^/(?:upload/|download/)?storage/v1/b/([^/]+)")
+_BUCKET_PATH = re.compile(r"^/(?:upload/|download/|resumable/upload/)?storage/v1/b/([^/]+)")
 # The second bucket of a copy or rewrite. Matched anywhere after the first bucket: an object name that
 # happens to contain it only adds a check, never skips one.
 _DEST_BUCKET = re.compile(r"/(?:copyTo|rewriteTo)/b/([^/]+)/o/")

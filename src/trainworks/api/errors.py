@@ -19,7 +19,8 @@ from trainworks.store.database import database_unavailable
 
 log = logging.getLogger(__name__)
 
-_GCS_PREFIXES = ("/storage/", "/upload/storage/", "/download/storage/")  # the Cloud Storage JSON API
+# The Cloud Storage JSON API (gcloud starts resumable uploads under /resumable/).
+_GCS_PREFIXES = ("/storage/", "/upload/storage/", "/download/storage/", "/resumable/upload/storage/")
 
 _HTTP_TO_CODE = {
     400: Code.INVALID_ARGUMENT,

@@ -29,7 +29,8 @@ from trainworks.kernel.status import Code
 
 # A multipart upload carries its JSON metadata part and headers besides the object's bytes.
 _MULTIPART_SLACK = 1 << 20
-_GCS_PREFIXES = ("/storage/", "/upload/storage/", "/download/storage/")
+_GCS_PREFIXES = ("/storage/", "/upload/storage/", "/download/storage/", "/resumable/upload/storage/")
+_UPLOAD_PREFIXES = ("/upload/storage/", "/resumable/upload/storage/")  # gcloud starts resumable ones there
 _CONTENT_RANGE = re.compile(r"^\s*bytes (?:(\d+)-(\d+)|\*)/(\d+|\*)\s*$")
 
 
@@ -98,7 +99,7 @@ class RequestLimits:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         gcs = path.startswith(_GCS_PREFIXES)
         length = _int_header(headers, "content-length")
-        if not path.startswith("/upload/storage/"):
+        if not path.startswith(_UPLOAD_PREFIXES):
             limit = _Limit(self.max_request_bytes, 0, gcs, upload=False)
             return limit, length is not None and length > limit.limit
         cap = self.max_object_bytes

@@ -70,6 +70,7 @@ _COLLECTION_PARAMS = {
     "persistentResources": _PAGE,
     "modelDevelopmentClusters": _PAGE,
     "operations": _PAGE,
+    "locations": {**_PAGE, "filter": _STR},
 }
 
 # (method, path pattern) -> (query parameters, body or None, body required). First match wins.
@@ -80,6 +81,7 @@ _RULES: list[_Rule] = [
     ("post", r"/modelDevelopmentClusters$", {"modelDevelopmentClusterId": _STR}, None, True),
     ("get", r"/(models|models/\{model\}:listVersions)$", {**_LIST, "orderBy": _STR}, None, False),
     ("post", r"/models:upload$", {}, (_AIP + "UploadModelRequest", ("parent",)), True),
+    ("post", r"/models:copy$", {}, (_AIP + "CopyModelRequest", ("parent",)), True),
     (
         "post",
         r"/models/\{model\}:mergeVersionAliases$",
@@ -151,7 +153,7 @@ _RULES: list[_Rule] = [
     ("post", r"/(rewriteTo|copyTo)/b/\{dest_bucket\}/o/\{dest\}$", {"sourceGeneration": _INT}, _OBJ, False),
     (
         "post",
-        r"^/upload/storage/v1/b/\{bucket\}/o$",
+        r"^/(resumable/)?upload/storage/v1/b/\{bucket\}/o$",
         {"uploadType": {"type": "string", "enum": ["media", "multipart", "resumable"]}, "name": _STR},
         {"type": "object", "properties": {"name": _STR, "metadata": _LABELS}},
         False,
@@ -181,6 +183,9 @@ _RESPONSES: list[tuple[str, str, _Answer]] = [
     ("post", r"/operations/\{op\}:wait$", _OPERATION),
     ("post", r"/operations/\{op\}:cancel$", _EMPTY),
     ("delete", r"/operations/\{op\}$", _EMPTY),
+    # Locations, under /v1, /v1beta1 and /ui too.
+    ("get", r"/projects/\{project\}/locations$", "google.cloud.location.ListLocationsResponse"),
+    ("get", r"/projects/\{project\}/locations/\{location\}$", "google.cloud.location.Location"),
     *_list_and_get(
         "customJobs",
         "hyperparameterTuningJobs",
@@ -206,7 +211,7 @@ _RESPONSES: list[tuple[str, str, _Answer]] = [
     ("get", r"/modelDevelopmentClusters$", _CLUSTER + "List"),
     ("get", r"/modelDevelopmentClusters/\{cluster_id\}$", _CLUSTER),
     # Every other change of a Vertex resource is a long-running operation.
-    ("post", r"^/(v1|v1beta1)/.*(Resources|datasets|Clusters|models:upload|:import|:reboot)$", _OPERATION),
+    ("post", r"^/(v1|v1beta1)/.*(Resources|datasets|Clusters|models:\w+|:import|:reboot)$", _OPERATION),
     ("patch", r"^/(v1|v1beta1)/", _OPERATION),
     ("delete", r"^/(v1|v1beta1)/", _OPERATION),
     # Trainworks extensions.
@@ -220,12 +225,13 @@ _RESPONSES: list[tuple[str, str, _Answer]] = [
     ("get", r"^/storage/v1/b$", response_schemas.GCS_BUCKETS),
     ("post", r"^/storage/v1/b$", response_schemas.GCS_BUCKET),
     ("get", r"^/storage/v1/b/\{bucket\}$", response_schemas.GCS_BUCKET),
+    ("get", r"^/storage/v1/b/\{bucket\}/storageLayout$", response_schemas.GCS_STORAGE_LAYOUT),
     ("get", r"^/storage/v1/b/\{bucket\}/o$", response_schemas.GCS_OBJECTS),
     ("post", r"/rewriteTo/", response_schemas.GCS_REWRITE),
     ("get", r"^/storage/v1/b/\{bucket\}/o/\{name\}$", response_schemas.GCS_OBJECT),
     ("patch", r"^/storage/v1/b/\{bucket\}/o/\{name\}$", response_schemas.GCS_OBJECT),
     ("post", r"/(copyTo|moveTo)/", response_schemas.GCS_OBJECT),
-    ("post", r"^/upload/storage/v1/b/\{bucket\}/o$", response_schemas.GCS_OBJECT),
+    ("post", r"^/(resumable/)?upload/storage/v1/b/\{bucket\}/o$", response_schemas.GCS_OBJECT),
     ("put", r"^/upload/storage/v1/b/\{bucket\}/o$", response_schemas.GCS_OBJECT),
 ]
 
@@ -237,7 +243,11 @@ _OTHER_STATUSES: list[tuple[str, str, dict[str, dict[str, Any]]]] = [
     ("delete", r"^/storage/v1/b/", {"204": _NO_CONTENT}),
     ("delete", r"^/upload/storage/v1/b/", {"499": {"description": "The upload session was cancelled"}}),
     ("put", r"^/upload/storage/v1/b/", {"308": {"description": "Resume incomplete: the bytes kept so far"}}),
-    ("post", r"^/upload/storage/v1/b/", {"308": {"description": "Resume incomplete: the bytes kept so far"}}),
+    (
+        "post",
+        r"^/(resumable/)?upload/storage/v1/b/",
+        {"308": {"description": "Resume incomplete: the bytes kept so far"}},
+    ),
     # Conditional reads: ifGenerationNotMatch/ifMetagenerationNotMatch that hold answer 304.
     ("get", r"/o/\{name\}$", {"304": {"description": "Not modified"}}),
     ("get", r"^/storage/v1/b/\{bucket\}/o/\{name\}$", {"200": {"content": {"*/*": {}}}}),  # alt=media
@@ -344,7 +354,7 @@ def _describe(method: str, path: str, operation: dict[str, Any], components: dic
         operation["requestBody"] = {"required": required, "content": {"application/json": {"schema": schema}}}
     responses = operation.setdefault("responses", {})
     responses.pop("422", None)  # request validation answers 400 (api/errors.py), never 422
-    if path.startswith(("/storage/", "/upload/", "/download/")):
+    if path.startswith(("/storage/", "/upload/", "/download/", "/resumable/")):
         description, error = "An error in the Cloud Storage JSON API's form", response_schemas.GCS_ERROR
     else:
         description, error = "An error: google.rpc.Status in JSON", response_schemas.RPC_ERROR

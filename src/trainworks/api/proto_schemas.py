@@ -90,6 +90,7 @@ _MODULES = {
     "google.cloud.aiplatform.v1": "google.cloud.aiplatform_v1",
     "google.cloud.aiplatform.v1beta1": "google.cloud.aiplatform_v1beta1",
     "google.longrunning": "google.longrunning.operations_pb2",
+    "google.cloud.location": "google.cloud.location.locations_pb2",
     "google.protobuf": "google.protobuf.empty_pb2",
 }
 

@@ -3,7 +3,7 @@
 - the Trainworks extensions under /trainworks/v1 (job status and preemption, costs, capacity, TensorBoard
   log directory, log lines), and /healthz;
 - the Cloud Storage JSON API subset under /storage/v1 and /upload/storage/v1: the Object, Bucket, Buckets,
-  Objects and RewriteResponse resources in the shapes storage/object_model.py and
+  Objects, StorageLayout and RewriteResponse resources in the shapes storage/object_model.py and
   kinds/storage_objects/routes.py write (the documented GCS resources, the fields this server fills);
 - errors: google.rpc.Status as api/errors.py writes it, and Cloud Storage's error form under /storage;
 - ModelDevelopmentCluster (v1beta1 training clusters), which has no published proto: the schema comes from
@@ -304,6 +304,14 @@ GCS_BUCKET = _object(
         publicAccessPrevention=_STR,
     ),
     rpo=_STR,
+)
+GCS_STORAGE_LAYOUT = _object(
+    ["kind", "bucket", "location", "locationType", "hierarchicalNamespace"],
+    kind={"const": "storage#storageLayout"},
+    bucket=_STR,
+    location=_STR,
+    locationType=_STR,
+    hierarchicalNamespace=_object(["enabled"], enabled=_BOOL),
 )
 GCS_BUCKETS = _object(
     ["kind"],

@@ -112,6 +112,9 @@ class OperationService:
         )
 
     def _find(self, project: str, location: str, resource: str, op_id: str) -> OperationRow:
+        """The operation of that ID under `resource` (`customJobs/1`); "" is the location's own form, which
+        finds any of the location's operations, whatever they belong to: the location's list shows them all,
+        and clients read them there by ID (`gcloud ai operations describe`)."""
         number = self.projects.number(project, location)
         oid = numeric_id(op_id, "Operation")
         row = self.store.get(oid)
@@ -119,7 +122,7 @@ class OperationService:
             row is None
             or row.project_number != number
             or row.location != location
-            or row.resource != resource
+            or (resource and row.resource != resource)
         ):
             raise not_found(f"Operation {op_id!r}")
         return row

@@ -14,6 +14,7 @@ routes that are no collection's methods (operations, served under a location and
 Routes keep the names FastAPI makes their OpenAPI operation IDs and summaries of, and answer the service's
 JSON object (proto3 JSON it built) with `JsonObject` as their response model: FastAPI checks it is an
 object and pydantic writes it exactly as it writes `Any`, without a schema of its own in the description.
+A request with `$alt=json;enum-encoding=int` gets that object's enums as numbers (kernel/enum_numbers.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from trainworks.kernel.bodies import json_body
+from trainworks.kernel.enum_numbers import numbered_if_asked
 from trainworks.kernel.list_query import ListQuery
 from trainworks.kernel.params import int_param, query_param
 
@@ -196,7 +198,8 @@ def add_route(
     names = re.findall(r"\{(\w+)\}", path)
 
     def ordered(request: Request, path: dict[str, str], body: Any) -> JsonObject:
-        return answer(request, {n: path[n] for n in names}, body)
+        # The one place a Vertex route's answer is written: enums as numbers when the request asks.
+        return numbered_if_asked(request, answer(request, {n: path[n] for n in names}, body))
 
     if body is Body.NONE:
         endpoint = _plain(ordered)

@@ -2,7 +2,8 @@
 
 `ArtifactRegistry.register` copies an `artifactUri` directory (gs:// through the object store) under
 `<home>/registry`: first into a staging folder, then renamed into place in one step, so a partial copy is
-never registered. Later changes to the bucket do not change a registered version.
+never registered. Later changes to the bucket do not change a registered version. `duplicate` copies a
+registered version's copy the same way, for models:copy.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import posixpath
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -93,11 +94,11 @@ class ArtifactRegistry:
         bucket_dir = (
             (buckets / parsed.bucket).resolve() if self.objects.is_local and buckets is not None else None
         )
-        staging = self.root / ".staging" / uuid.uuid4().hex
-        staging.mkdir(parents=True)
-        try:
-            relative: list[str] = []
-            size = 0
+        relative: list[str] = []
+        sizes: list[int] = []
+
+        def fill(staging: Path) -> None:
+            staging.mkdir()
             for file in files:
                 rel = posixpath.relpath(file, source)
                 if bucket_dir is not None and bucket_dir not in Path(file).resolve().parents:
@@ -106,15 +107,34 @@ class ArtifactRegistry:
                 target = staging / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 fs.get_file(file, str(target))
-                size += target.stat().st_size
+                sizes.append(target.stat().st_size)
                 relative.append(rel)
+
+        final = self._new_copy(project_number, location, model_id, fill)
+        return RegisteredArtifacts(final, detect_format(relative), len(relative), sum(sizes))
+
+    def duplicate(self, path: str, project_number: str, location: str, model_id: str) -> Path:
+        """A new registry copy of the registry copy at `path` (a copied model's), for another model."""
+        return self._new_copy(
+            project_number, location, model_id, lambda staging: shutil.copytree(path, staging, symlinks=True)
+        )
+
+    def _new_copy(
+        self, project_number: str, location: str, model_id: str, fill: Callable[[Path], object]
+    ) -> Path:
+        """A registry copy that `fill` writes into a new staging folder (which it creates), then renamed into
+        place in one step; the staging folder goes when anything fails."""
+        staging = self.root / ".staging" / uuid.uuid4().hex
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fill(staging)
             final = self.root / project_number / location / model_id / uuid.uuid4().hex
             final.parent.mkdir(parents=True, exist_ok=True)
             os.rename(staging, final)  # same filesystem: atomic
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return RegisteredArtifacts(final, detect_format(relative), len(relative), size)
+        return final
 
     def remove(self, path: str | Path | None) -> None:
         """Delete a registry copy (only ever one under `root`)."""

@@ -28,6 +28,7 @@ MODELS = Collection(
     [
         # Copying the artifacts is file work: off the event loop, as every method that reads a body.
         verb("POST", "upload", "upload", ModelService.upload, BODY, API_VERSION, on_resource=False),
+        verb("POST", "copy", "copy", ModelService.copy, BODY, API_VERSION, on_resource=False),
         list_(ModelService.list, LIST_QUERY),
         verb("GET", "listVersions", "list_versions", ModelService.list_versions, LIST_QUERY),
         verb("POST", "mergeVersionAliases", "merge_aliases", ModelService.merge_aliases, BODY),

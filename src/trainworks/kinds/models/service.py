@@ -1,11 +1,12 @@
-"""Model registry rules: upload (a new model, or a new version of one), get by version or alias, list
-models and versions, patch, alias merges, and deletion of a model or one version.
+"""Model registry rules: upload (a new model, or a new version of one), copy (of a model's version, from any
+location of the project), get by version or alias, list models and versions, patch, alias merges, and
+deletion of a model or one version.
 
 Version IDs are "1", "2", ... per model and never reused. Each version may carry aliases; an alias names
 one version at a time (giving it to a version takes it from the others), and exactly one version holds
 the model-wide "default" alias, which is what a name without `@` means.
 
-Upload and deletion are long-running operations on the wire; the work is done within the request and the
+Upload, copy and deletion are long-running operations on the wire; the work is done within the request and the
 finished Operation is written in the same transaction as the change.
 """
 
@@ -57,7 +58,12 @@ from trainworks.kinds.models.store import (
     take_aliases_in,
     versions_in,
 )
-from trainworks.kinds.models.wire import MergeVersionAliasesRequest, Model, UploadModelRequest
+from trainworks.kinds.models.wire import (
+    CopyModelRequest,
+    MergeVersionAliasesRequest,
+    Model,
+    UploadModelRequest,
+)
 from trainworks.storage.output_buckets import OutputBuckets
 from trainworks.store.tables import ModelRow, ModelVersionRow, OperationRow
 
@@ -116,7 +122,48 @@ def model_wire(model: ModelRow, version: ModelVersionRow, with_version: bool = F
     return out
 
 
+@dataclass(frozen=True)
+class _NewVersion:
+    """What a new version's row holds besides its model's key and the times."""
+
+    display_name: str
+    spec: dict[str, Any]
+    labels: dict[str, str]
+    aliases: list[str]  # besides "default"
+    default: bool  # takes the model's default alias (a new model's first version always has it)
+    artifact_path: str | None
+    artifact_format: str | None
+    training_pipeline: str | None
+
+
+# What a copy does not take of its source's stored fields: its own are written instead.
+_NOT_COPIED = ("encryptionSpec", "modelSourceInfo", "originalModelInfo")
+
+
 # ---------------------------------------------------------------- request checks
+def _check_model_id(model_id: str | None) -> list[FieldViolation]:
+    if model_id is None or MODEL_ID.fullmatch(model_id):
+        return []
+    return [
+        FieldViolation(
+            "model_id",
+            f"invalid model ID {model_id!r}: up to 63 characters of [a-z0-9_-], "
+            "not starting with a digit or a hyphen",
+        )
+    ]
+
+
+def _model_name_parts(name: str, field: str, versioned: bool) -> tuple[str, str, str]:
+    """The project, location and model segment of `projects/P/locations/L/models/M` (`M@VERSION` too when
+    `versioned`); INVALID_ARGUMENT naming `field` for anything else."""
+    parts = name.strip("/").split("/")
+    shape_ok = len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations" and parts[4] == "models"
+    if not shape_ok or (not versioned and "@" in parts[5]):
+        form = "projects/P/locations/L/models/M" + ("[@VERSION]" if versioned else ", no @")
+        raise invalid_argument([FieldViolation(field, f"{name!r} is not a model name ({form})")])
+    return parts[1], parts[3], parts[5]
+
+
 def _check_model(model: Model) -> list[FieldViolation]:
     out: list[FieldViolation] = []
     if not model.display_name:
@@ -285,24 +332,12 @@ class ModelService:
         return ModelKey(number, location, model_id), (selector if at else None)
 
     def _parent_key(self, number: str, location: str, parent_model: str) -> ModelKey:
-        parts = parent_model.strip("/").split("/")
-        shape_ok = (
-            len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations" and parts[4] == "models"
-        )
-        if not shape_ok or "@" in parts[5]:
-            raise invalid_argument(
-                [
-                    FieldViolation(
-                        "parent_model",
-                        f"{parent_model!r} is not a model name (projects/P/locations/L/models/M, no @)",
-                    )
-                ]
-            )
-        if parts[3] != location or self.projects.number(parts[1]) != number:
+        project, model_location, model_id = _model_name_parts(parent_model, "parent_model", versioned=False)
+        if model_location != location or self.projects.number(project) != number:
             raise invalid_argument(
                 [FieldViolation("parent_model", "the parent model must be in the same project and location")]
             )
-        return ModelKey(number, location, parts[5])
+        return ModelKey(number, location, model_id)
 
     def _resolve(self, key: ModelKey, selector: str | None) -> tuple[ModelRow, ModelVersionRow]:
         with self.store.transaction() as session:
@@ -333,17 +368,6 @@ class ModelService:
         request = parse_body(UploadModelRequest, body)
         if request.model is None:
             raise invalid_argument([FieldViolation("model", "Required field is not set.")])
-
-        def make_op(key: ModelKey, version_id: int) -> OperationRow:
-            response = {
-                "@type": aiplatform_type_url("UploadModelResponse", api_version),
-                "model": model_name(key.project_number, key.location, key.model_id),
-                "modelVersionId": str(version_id),
-            }
-            return self._done_operation(
-                key, "upload_model", "UploadModelOperationMetadata", api_version, response
-            )
-
         *_, op = self._register(
             project,
             location,
@@ -351,7 +375,7 @@ class ModelService:
             parent_model=request.parent_model or None,
             model_id=request.model_id or None,
             training_pipeline=None,
-            make_op=make_op,
+            make_op=self._version_operation("upload_model", "Upload", api_version),
         )
         assert op is not None
         return operation_wire(op)
@@ -390,20 +414,37 @@ class ModelService:
         training_pipeline: str | None,
         make_op: Callable[[ModelKey, int], OperationRow] | None,
     ) -> tuple[str, str, OperationRow | None]:
-        violations = _check_model(model)
-        if model_id is not None and not MODEL_ID.fullmatch(model_id):
-            violations.append(
-                FieldViolation(
-                    "model_id",
-                    f"invalid model ID {model_id!r}: up to 63 characters of [a-z0-9_-], "
-                    "not starting with a digit or a hyphen",
-                )
-            )
+        violations = _check_model(model) + _check_model_id(model_id)
         if violations:
             raise invalid_argument(violations)
         if self.output_buckets is not None:
             self.output_buckets.admit(project, location, "model", {"artifactUri": model.artifact_uri})
         number = self.projects.number(project, location)
+        key, new = self._destination(number, location, parent_model, model_id)
+        copied = (
+            self.artifacts.register(model.artifact_uri, number, location, key.model_id)
+            if model.artifact_uri
+            else None
+        )
+        spec = model.user_fields()
+        spec.pop("displayName", None)  # a column: list filters and sorts on it
+        version = _NewVersion(
+            model.display_name,
+            spec,
+            dict(model.labels),
+            aliases=list(dict.fromkeys(a for a in model.version_aliases if a != DEFAULT)),
+            default=DEFAULT in model.version_aliases,
+            artifact_path=str(copied.path) if copied else None,
+            artifact_format=copied.format if copied else None,
+            training_pipeline=training_pipeline,
+        )
+        return self._insert(key, new, version, make_op)
+
+    def _destination(
+        self, number: str, location: str, parent_model: str | None, model_id: str | None
+    ) -> tuple[ModelKey, bool]:
+        """The model a new version goes to, and whether it is a new model: `parent_model` (which must exist),
+        else a new model of ID `model_id` (or a server-chosen one), which must not."""
         if parent_model:
             key = self._parent_key(number, location, parent_model)
             if model_id is not None and model_id != key.model_id:
@@ -412,21 +453,23 @@ class ModelService:
                 )
             if self.store.model(key) is None:
                 raise not_found(f"Model {model_name(number, location, key.model_id)!r} (parent_model)")
-            new = False
-        else:
-            key = ModelKey(number, location, model_id or str(new_numeric_id()))
-            if self.store.model(key) is not None:
-                raise _already_exists(key)
-            new = True
-        copied = (
-            self.artifacts.register(model.artifact_uri, number, location, key.model_id)
-            if model.artifact_uri
-            else None
-        )
-        spec = model.user_fields()
-        spec.pop("displayName", None)  # a column: list filters and sorts on it
-        aliases = list(dict.fromkeys(a for a in model.version_aliases if a != DEFAULT))
+            return key, False
+        key = ModelKey(number, location, model_id or str(new_numeric_id()))
+        if self.store.model(key) is not None:
+            raise _already_exists(key)
+        return key, True
+
+    def _insert(
+        self,
+        key: ModelKey,
+        new: bool,
+        version: _NewVersion,
+        make_op: Callable[[ModelKey, int], OperationRow] | None,
+    ) -> tuple[str, str, OperationRow | None]:
+        """Writes the version (and the model, when new) and its operation in one transaction; the registry
+        copy goes again when that fails."""
         op: OperationRow | None = None
+        number, location = key.project_number, key.location
         try:
             with self.store.transaction() as session:
                 now = now_utc()
@@ -452,22 +495,22 @@ class ModelService:
                     version_id = found.next_version
                     found.next_version = version_id + 1
                     found.update_time = now
-                    if DEFAULT in model.version_aliases:
+                    if version.default:
                         found.default_version = version_id
-                take_aliases_in(session, key, aliases, version_id)
+                take_aliases_in(session, key, version.aliases, version_id)
                 session.add(
                     ModelVersionRow(
                         project_number=number,
                         location=location,
                         model_id=key.model_id,
                         version_id=version_id,
-                        display_name=model.display_name,
-                        aliases=aliases,
-                        spec=spec,
-                        labels=dict(model.labels),
-                        artifact_path=str(copied.path) if copied else None,
-                        artifact_format=copied.format if copied else None,
-                        training_pipeline=training_pipeline,
+                        display_name=version.display_name,
+                        aliases=version.aliases,
+                        spec=version.spec,
+                        labels=version.labels,
+                        artifact_path=version.artifact_path,
+                        artifact_format=version.artifact_format,
+                        training_pipeline=version.training_pipeline,
                         create_time=now,
                         update_time=now,
                     )
@@ -476,12 +519,85 @@ class ModelService:
                     op = make_op(key, version_id)
                     session.add(op)
         except IntegrityError:
-            self.artifacts.remove(copied.path if copied else None)
+            self.artifacts.remove(version.artifact_path)
             raise _already_exists(key) from None
         except BaseException:
-            self.artifacts.remove(copied.path if copied else None)
+            self.artifacts.remove(version.artifact_path)
             raise
         return model_name(number, location, key.model_id), str(version_id), op
+
+    # ------------------------------------------------------------ copy
+    def copy(self, project: str, location: str, body: Any, api_version: str = "v1") -> dict[str, Any]:
+        """models:copy: the source model's version (its default one, or the one `@VERSION`/`@ALIAS` names),
+        from any location of the same project, copied into this location as a new model (`model_id`, or a
+        server-chosen ID) or a new version of `parent_model`; its finished Operation's response is a
+        CopyModelResponse.
+
+        The copy has the source's display name, description, labels, container and artifacts (a registry
+        copy of its own), no aliases but the new model's default, `modelSourceInfo.copy` and
+        `originalModelInfo` naming the original version; `encryptionSpec` is the request's."""
+        request = parse_body(CopyModelRequest, body)
+        violations = _check_model_id(request.model_id)
+        if not request.source_model:
+            violations.append(FieldViolation("source_model", "Required field is not set."))
+        if violations:
+            raise invalid_argument(violations)
+        number = self.projects.number(project, location)
+        source_key, selector = self._source_key(number, request.source_model)
+        source_row, source = self._resolve(source_key, selector)
+        key, new = self._destination(number, location, request.parent_model, request.model_id)
+        spec = {k: v for k, v in source.spec.items() if k not in _NOT_COPIED}
+        original = source.spec.get("originalModelInfo") or {
+            "model": f"{model_name(source_key.project_number, source_key.location, source_key.model_id)}"
+            f"@{source.version_id}"
+        }
+        spec["modelSourceInfo"] = {"sourceType": "CUSTOM", "copy": True}
+        spec["originalModelInfo"] = original
+        if request.encryption_spec is not None and request.encryption_spec.kms_key_name:
+            spec["encryptionSpec"] = request.encryption_spec.to_wire()
+        path = (
+            str(self.artifacts.duplicate(source.artifact_path, number, location, key.model_id))
+            if source.artifact_path
+            else None
+        )
+        version = _NewVersion(
+            source.display_name,
+            spec,
+            dict(source.labels),
+            aliases=[],
+            default=False,
+            artifact_path=path,
+            artifact_format=source.artifact_format,
+            training_pipeline=None,
+        )
+        *_, op = self._insert(key, new, version, self._version_operation("copy_model", "Copy", api_version))
+        assert op is not None
+        return operation_wire(op)
+
+    def _source_key(self, number: str, source_model: str) -> tuple[ModelKey, str | None]:
+        """The model `source_model` names (in any location of the project `number`) and its selector."""
+        project, location, ref = _model_name_parts(source_model, "source_model", versioned=True)
+        if self.projects.number(project, location) != number:
+            raise invalid_argument(
+                [FieldViolation("source_model", "the source model must be in the same project")]
+            )
+        return self._key(project, location, ref)
+
+    def _version_operation(
+        self, kind: str, method: str, api_version: str
+    ) -> Callable[[ModelKey, int], OperationRow]:
+        """How the finished operation of a new version is made: `{method}ModelOperationMetadata`, and a
+        `{method}ModelResponse` (Upload, Copy) naming the model and the version."""
+
+        def make_op(key: ModelKey, version_id: int) -> OperationRow:
+            response = {
+                "@type": aiplatform_type_url(f"{method}ModelResponse", api_version),
+                "model": model_name(key.project_number, key.location, key.model_id),
+                "modelVersionId": str(version_id),
+            }
+            return self._done_operation(key, kind, f"{method}ModelOperationMetadata", api_version, response)
+
+        return make_op
 
     def _done_operation(
         self,

@@ -1,5 +1,5 @@
 """Wire models of the model registry (google.cloud.aiplatform.v1): Model, ModelContainerSpec, Probe and the
-UploadModel / MergeVersionAliases request bodies.
+UploadModel / CopyModel / MergeVersionAliases request bodies.
 
 Field names follow `aiplatform_v1.Model` and friends. Input takes camelCase or snake_case; output is
 canonical proto3 JSON. Output-only fields (`versionId`, times, `trainingPipeline`, ...) are accepted and
@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import model_validator
 
-from trainworks.kernel.wire import Bool, Duration, Int32, Int64, Timestamp, WireModel
+from trainworks.kernel.wire import Bool, Duration, Int32, Int64, Timestamp, WireModel, check_oneof
 from trainworks.kinds.custom_jobs.wire import EncryptionSpec, EnvVar
 
 # The fields a user sets on upload, as the registry stores them per version (camelCase wire keys).
@@ -160,6 +160,23 @@ class UploadModelRequest(WireModel):
     service_account: str = ""
 
 
+class CopyModelRequest(WireModel):
+    """google.cloud.aiplatform.v1.CopyModelRequest: `destination_model` is a oneof of model_id and
+    parent_model."""
+
+    parent: str = ""  # in the path; accepted in the body too
+    model_id: str | None = None
+    parent_model: str | None = None
+    source_model: str = ""
+    encryption_spec: EncryptionSpec | None = None
+    custom_service_account: str = ""  # accepted: the copy runs as the server
+
+    @model_validator(mode="after")
+    def _one_destination(self) -> CopyModelRequest:
+        check_oneof(self, ("model_id", "parent_model"), "destination_model")
+        return self
+
+
 class MergeVersionAliasesRequest(WireModel):
     name: str = ""  # in the path
     version_aliases: list[str] = []
@@ -167,6 +184,7 @@ class MergeVersionAliasesRequest(WireModel):
 
 __all__ = [
     "USER_FIELDS",
+    "CopyModelRequest",
     "MergeVersionAliasesRequest",
     "Model",
     "ModelContainerSpec",

@@ -1,4 +1,7 @@
-"""Operations, served under /v1/, /v1beta1/ and /ui/ (the official client polls LROs under /ui/)."""
+"""Operations, served under /v1/, /v1beta1/ and /ui/ (the official client polls LROs under /ui/).
+
+Each operation is served under the resource it belongs to and, by its ID, at its location: get, wait,
+cancel and delete there too (the location's list shows every operation of the location)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The Cloud Storage JSON API subset that google-cloud-storage and gcsfs use, over the local buckets.
 
-Clients find it through `STORAGE_EMULATOR_HOST=http://HOST:PORT` (google-cloud-storage, gcsfs) or gcsfs's
-`endpoint_url=`; replicas get that variable from the server. Buckets, objects, listing, media, multipart and
+Clients find it through `STORAGE_EMULATOR_HOST=http://HOST:PORT` (google-cloud-storage, gcsfs), gcsfs's
+`endpoint_url=` or gcloud's `api_endpoint_overrides/storage http://HOST:PORT/storage/v1/`; replicas get
+that variable from the server. Buckets and their storage layout, objects, listing, media, multipart and
 resumable uploads, downloads with Range, rewrite/copy/move; storage/objects.py does the work (its values in
 storage/object_model.py, resumable sessions in storage/uploads.py). Errors have Cloud Storage's own body
 (`{"error": {"code", "message", "errors": [{"reason", ...}]}}`), not the Vertex one of the rest of the
@@ -223,10 +224,11 @@ async def _read_multipart(request: Request, writer: ObjectWriter) -> tuple[Any, 
     """Streams a multipart/related upload: the JSON metadata part, then the media part into `writer`.
     Accepts LF as well as CRLF line ends (gcsfs writes LF)."""
     content_type = request.headers.get("content-type", "")
-    match = re.search(r'boundary=(?:"([^"]+)"|([^;\s]+))', content_type, flags=re.IGNORECASE)
+    # The boundary may be quoted with double or (as gcloud writes it) single quotes.
+    match = re.search(r"""boundary=(?:"([^"]+)"|'([^']+)'|([^;\s]+))""", content_type, flags=re.IGNORECASE)
     if not content_type.lower().startswith("multipart/related") or match is None:
         raise bad_request("uploadType=multipart needs Content-Type: multipart/related; boundary=...")
-    dash = b"--" + (match.group(1) or match.group(2)).encode("latin-1")
+    dash = b"--" + next(group for group in match.groups() if group).encode("latin-1")
     stream = request.stream()
     buf = bytearray()
     head = None
@@ -502,6 +504,19 @@ def router() -> APIRouter:
     def get_bucket(bucket: str, request: Request) -> Response:
         return _json(request, bucket_resource(_service(request).get_bucket(bucket), _base(request)))
 
+    @api.get("/storage/v1/b/{bucket}/storageLayout")
+    def get_storage_layout(bucket: str, request: Request) -> Response:
+        """A flat namespace in the bucket's location (gcloud storage mv reads it before moving)."""
+        info = _service(request).get_bucket(bucket)
+        layout = {
+            "kind": "storage#storageLayout",
+            "bucket": info.name,
+            "location": info.location,
+            "locationType": "region",
+            "hierarchicalNamespace": {"enabled": False},
+        }
+        return _json(request, layout)
+
     @api.delete("/storage/v1/b/{bucket}")
     def delete_bucket(bucket: str, request: Request) -> Response:
         service = _service(request)
@@ -615,6 +630,8 @@ def router() -> APIRouter:
         return _json(request, object_resource(info, _base(request)))
 
     # ------------------------------------------------------------ uploads
+    # gcloud starts its resumable uploads (files over 8 MiB) under /resumable/: the same route.
+    @api.post("/resumable/upload/storage/v1/b/{bucket}/o", name="resumable_upload")
     @api.post("/upload/storage/v1/b/{bucket}/o")
     async def upload(bucket: str, request: Request) -> Response:
         service = _service(request)

@@ -1,0 +1,1 @@
+"""Locations (google.cloud.location.Locations): one per region of the capacity inventory."""
