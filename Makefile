@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 SERVE_STAMP := $(VENV)/.installed-serve
+# The official Node.js client (tests/node, pinned by its lock file) for tests/system/test_node_client.py.
+NODE_STAMP := tests/node/node_modules/.installed
 PORT ?= 8080
 # `make serve` serves gRPC here too (GRPC_PORT=0: REST only).
 GRPC_PORT ?= 50051
@@ -32,13 +34,19 @@ $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[examples,test]'
 	touch $@
 
+# npm ci installs exactly the lock file's versions; node and npm come from Debian (install-test-deps.sh).
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json | $(TEST_STAMP)
+	command -v npm >/dev/null || bash scripts/install-test-deps.sh
+	cd tests/node && npm ci --no-audit --no-fund --ignore-scripts
+	touch $@
+
 run: $(STAMP)
 	$(BIN)/python examples/run_example.py
 
 serve: $(SERVE_STAMP)
 	$(BIN)/trainworks serve --port $(PORT) --grpc-port $(GRPC_PORT)
 
-test: $(TEST_STAMP)
+test: $(TEST_STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m 'not alone'
@@ -66,4 +74,4 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/console_list.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache tests/node/node_modules

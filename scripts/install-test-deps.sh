@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite needs (PostgreSQL server, util-linux, iproute2, podman
 # with its helpers for tests/backends/test_podman.py: runc, conmon, catatonit, busybox-static, ..., and Slurm with
-# munge for the local training clusters: tests/slurm/test_slurm_daemons.py, scripts/slurm-local.sh, and Chromium
-# for the console's browser tests: tests/system/test_console_browser.py).
+# munge for the local training clusters: tests/slurm/test_slurm_daemons.py, scripts/slurm-local.sh, Chromium
+# for the console's browser tests: tests/system/test_console_browser.py, and Node.js with npm for the official
+# Node client: tests/system/test_node_client.py, whose packages the Makefile installs with `npm ci`).
 #
 # Idempotent and non-interactive: exits quickly when everything is already installed and only
 # runs `apt-get update` when something actually has to be installed. Intended for root on a
@@ -22,6 +23,9 @@ PACKAGES+=(podman runc conmon catatonit fuse-overlayfs slirp4netns uidmap contai
 PACKAGES+=(slurm-wlm munge)
 # Headless Chromium for the web console's browser tests (Playwright drives /usr/bin/chromium).
 PACKAGES+=(chromium)
+# Node.js and npm run the official Node.js client (tests/node). Asked for only when the commands are missing:
+# a Node.js from elsewhere (NodeSource's bundles npm) would conflict with Debian's packages.
+NODE_PACKAGES=(nodejs npm)
 
 is_installed() {
     [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
@@ -34,6 +38,10 @@ have_server_binaries() {
 
 have_container_binaries() {
     command -v podman >/dev/null && command -v runc >/dev/null && [[ -x /bin/busybox ]]
+}
+
+have_node_binaries() {
+    command -v node >/dev/null && command -v npm >/dev/null
 }
 
 have_slurm_binaries() {
@@ -52,8 +60,8 @@ for pkg in "${PACKAGES[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]] && have_server_binaries && have_container_binaries && have_slurm_binaries \
-    && [[ -x /usr/bin/chromium ]]; then
-    echo "install-test-deps: all packages already installed (${PACKAGES[*]})"
+    && [[ -x /usr/bin/chromium ]] && have_node_binaries; then
+    echo "install-test-deps: all packages already installed (${PACKAGES[*]}, node and npm)"
     exit 0
 fi
 if [[ ${#missing[@]} -eq 0 ]]; then
@@ -63,6 +71,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
     have_slurm_binaries || missing+=(slurm-wlm munge)
     [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 fi
+have_node_binaries || missing+=("${NODE_PACKAGES[@]}")
 
 SUDO=()
 if [[ ${EUID} -ne 0 ]]; then
@@ -111,6 +120,10 @@ if ! have_slurm_binaries; then
 fi
 if [[ ! -x /usr/bin/chromium ]]; then
     echo "install-test-deps: /usr/bin/chromium is missing after installation" >&2
+    exit 1
+fi
+if ! have_node_binaries; then
+    echo "install-test-deps: node or npm is missing after installation" >&2
     exit 1
 fi
 echo "install-test-deps: done"

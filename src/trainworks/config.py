@@ -7,6 +7,10 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainworks.tls import ServerTls
 
 
 def default_home() -> Path:
@@ -24,8 +28,11 @@ class Settings:
     metrics_open: bool = False  # /metrics answers without a token even when api_tokens are set
     bucket_root: Path | None = None
     gcs_protocol: str = "file"  # "gcs" sends gs:// to real Cloud Storage through gcsfs
-    # This server's own URL, which replicas get as STORAGE_EMULATOR_HOST (with local buckets only).
+    # This server's own URL, which replicas get as STORAGE_EMULATOR_HOST (with local buckets only): https://
+    # with TLS.
     storage_url: str | None = None
+    # HTTPS and gRPC over TLS (`serve --tls-cert/--tls-key`, checked there); None: HTTP and insecure gRPC.
+    tls: ServerTls | None = None
     cancel_grace_seconds: float = 10.0
     inventory_path: Path | None = None  # regions, zones, machines and quotas; None: elastic local capacity
     preemption_notice_seconds: float = 30.0  # SIGTERM to SIGKILL when a SPOT replica is preempted

@@ -14,6 +14,7 @@ from trainworks import __version__
 from trainworks.api import limits, openapi, rpc_guard
 from trainworks.api.auth import auth_middleware
 from trainworks.api.errors import error_body, install_error_handlers
+from trainworks.api.state import required
 from trainworks.capacity.routes import router as capacity_router
 from trainworks.config import Settings
 from trainworks.console import router as console
@@ -25,14 +26,20 @@ from trainworks.kinds.custom_jobs import rpc as custom_jobs_rpc
 from trainworks.kinds.custom_jobs.routes import CUSTOM_JOBS, extensions_router
 from trainworks.kinds.custom_jobs.shell_routes import router as shell_router
 from trainworks.kinds.custom_jobs.tensorboard_routes import router as tensorboard_router
+from trainworks.kinds.datasets import rpc as datasets_rpc
 from trainworks.kinds.datasets.routes import DATASETS
 from trainworks.kinds.locations import routes as locations
+from trainworks.kinds.locations import rpc as locations_rpc
+from trainworks.kinds.models import rpc as models_rpc
 from trainworks.kinds.models.routes import MODELS
 from trainworks.kinds.operations import routes as operations
 from trainworks.kinds.operations import rpc as operations_rpc
+from trainworks.kinds.persistent_resources import rpc as persistent_resources_rpc
 from trainworks.kinds.persistent_resources.routes import PERSISTENT_RESOURCES
 from trainworks.kinds.storage_objects.routes import router as storage_router
+from trainworks.kinds.training_pipelines import rpc as training_pipelines_rpc
 from trainworks.kinds.training_pipelines.routes import TRAINING_PIPELINES
+from trainworks.kinds.tuning_jobs import rpc as tuning_jobs_rpc
 from trainworks.kinds.tuning_jobs.routes import TUNING_JOBS
 from trainworks.observability import http as observability
 from trainworks.wiring import Services, build_services
@@ -100,7 +107,13 @@ def grpc_server(app: FastAPI, settings: Settings, services: Services) -> RpcServ
     """The gRPC API beside the HTTP one (docs/grpc.md), started: the same services, auth and errors."""
     bindings = [
         *custom_jobs_rpc.bindings(services.custom_jobs),
+        *tuning_jobs_rpc.bindings(required(services.tuning_jobs)),
+        *training_pipelines_rpc.bindings(required(services.training_pipelines)),
+        *datasets_rpc.bindings(required(services.datasets)),
+        *models_rpc.bindings(required(services.models)),
+        *persistent_resources_rpc.bindings(required(services.persistent_resources)),
         *operations_rpc.bindings(services.operations),
+        *locations_rpc.bindings(required(services.locations)),
     ]
     server = RpcServer(
         settings.grpc_host,
@@ -109,6 +122,7 @@ def grpc_server(app: FastAPI, settings: Settings, services: Services) -> RpcServ
         rpc_guard.authorizer(app),
         rpc_guard.unexpected_error,
         max_message_bytes=settings.max_request_bytes,
+        tls=settings.tls,
     )
     server.start()
     log.info("gRPC on %s", server.address)

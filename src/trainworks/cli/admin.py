@@ -1,5 +1,5 @@
 """`trainworks admin`: operator tools: chaos preemption of SPOT jobs (through the REST API; the command is
-the custom jobs' own, added here by `cli.main`) and API tokens.
+the custom jobs' own, added here by `cli.main`), API tokens, and a local CA for TLS (`admin tls init`).
 
 Tokens are managed on the server's own database (`--home` / `--database-url`, as `serve` takes them), not
 through the API: whoever can read the server's state may make tokens, and no API call can mint one. The
@@ -8,6 +8,7 @@ server looks tokens up on every request, so a new or revoked token counts at onc
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -24,6 +25,8 @@ from trainworks.tokens.store import TokenStore
 app = group("admin", "Operator tools.")
 tokens_app = group("tokens", "API tokens scoped to projects.")
 app.add_typer(tokens_app, name="tokens")
+tls_app = group("tls", "TLS for `serve --tls-cert/--tls-key`: a local CA and a server certificate.")
+app.add_typer(tls_app, name="tls")
 
 HomeOpt = Annotated[
     Path | None,
@@ -109,3 +112,57 @@ def revoke_token(
         print_data(record.as_dict(), format)
         return
     print_status(f"Revoked token {record.id}.")
+
+
+# ====================================================================== tls
+@tls_app.command("init")
+def tls_init(
+    folder: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Where the files go (default: tls in $TRAINWORKS_HOME or ~/.trainworks)."),
+    ] = None,
+    name: Annotated[
+        list[str] | None,
+        typer.Option("--name", help="Another host name or IP address for the certificate (repeatable)."),
+    ] = None,
+    format: FormatOpt = OutputFormat.human,
+) -> None:
+    """Make a local CA and a server certificate for localhost, 127.0.0.1 and ::1, and say how to use them.
+
+    Run again, it keeps the CA (clients that trust it keep working) and issues the server certificate again
+    only when it is missing, expires within 30 days or lacks a name asked for."""
+    from trainworks.tls import TlsError, init_local_ca  # cryptography: only for this command
+
+    with usage_errors(TlsError):
+        made = init_local_ca(folder or default_home() / "tls", name or [])
+    if format != OutputFormat.human:
+        paths = {"ca": made.ca, "caKey": made.ca_key, "cert": made.server, "key": made.server_key}
+        print_data(
+            {
+                **{k: str(v) for k, v in paths.items()},
+                "bundle": str(made.bundle),
+                "names": list(made.names),
+                "caCreated": made.ca_created,
+                "certIssued": made.server_issued,
+            },
+            format,
+        )
+        return
+    print_status(f"{'Made a new' if made.ca_created else 'Kept the'} CA: {made.ca} (its key: {made.ca_key}).")
+    did = "Issued" if made.server_issued else "Kept"
+    print_status(f"{did} the server certificate for {', '.join(made.names)}: {made.server}.")
+    ca, cert, key, bundle = (
+        shlex.quote(str(p)) for p in (made.ca, made.server, made.server_key, made.bundle)
+    )
+    sys.stdout.write(
+        f"""Serve HTTPS, and gRPC over TLS:
+  trainworks serve --tls-cert {cert} --tls-key {key} --grpc-port 50051
+
+Trust the CA where clients run:
+  export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca}  # gRPC: aiplatform.init(api_endpoint="localhost:50051"), Node
+  export REQUESTS_CA_BUNDLE={ca}  # requests: REST transports (https://localhost:8080), google-cloud-storage
+  export SSL_CERT_FILE={ca}  # Python's ssl and httpx: trainworks --endpoint https://localhost:8080
+Each replaces the system's roots for its clients: where they must reach other HTTPS sites too, name
+{bundle} (the system's roots and this CA) instead.
+"""
+    )

@@ -5,13 +5,18 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 import uvicorn
 
 from trainworks.config import Settings, default_home, parse_replica_bind
 from trainworks.observability.log_format import FORMATS, configure_logging, uvicorn_log_config
+
+if TYPE_CHECKING:
+    from trainworks.tls import ServerTls
 
 log = logging.getLogger("trainworks")
 
@@ -61,13 +66,39 @@ def resolve_executor(
         )
 
 
-def storage_url(host: str, port: int) -> str:
-    """The URL replicas reach this server at, for STORAGE_EMULATOR_HOST: a wildcard address means loopback."""
+def storage_url(host: str, port: int, tls: bool = False) -> str:
+    """The URL replicas reach this server at, for STORAGE_EMULATOR_HOST: a wildcard address means loopback;
+    https:// when the server speaks TLS."""
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = "127.0.0.1"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"  # an IPv6 literal
-    return f"http://{host}:{port}"
+    return f"{'https' if tls else 'http'}://{host}:{port}"
+
+
+def resolve_tls(cert: Path | None, key: Path | None) -> ServerTls | None:
+    """`--tls-cert` and `--tls-key`, both or neither, checked now: a wrong file is one clear message, not a
+    traceback from inside uvicorn or gRPC."""
+    if cert is None and key is None:
+        return None
+    from trainworks.tls import TlsError, load_server_tls  # cryptography: only when TLS is asked for
+
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        raise typer.BadParameter(f"{given} needs {missing} too (HTTPS and gRPC over TLS need both files)")
+    try:
+        tls = load_server_tls(cert, key)
+    except TlsError as exc:
+        raise typer.BadParameter(
+            str(exc), param_hint="--tls-cert" if exc.path == cert else "--tls-key"
+        ) from None
+    names = ", ".join(tls.names) or "no subject alternative names"
+    expires = tls.expires.strftime("%Y-%m-%d")
+    if tls.expires < datetime.now(UTC):
+        log.warning("TLS: the certificate in %s expired on %s: clients will refuse it", cert, expires)
+    trust = "replicas trust its CA" if tls.ca else "a CA the system trusts"
+    log.info("TLS: certificate for %s, until %s (%s)", names, expires, trust)
+    return tls
 
 
 def check_grpc_types() -> None:
@@ -90,9 +121,16 @@ def serve(
         0,
         "--grpc-port",
         min=0,
-        help="Also serve the API over gRPC (insecure) on this port, at the same address (0: no gRPC; "
-        "needs google-cloud-aiplatform).",
+        help="Also serve the API over gRPC on this port, at the same address (0: no gRPC; needs "
+        "google-cloud-aiplatform). Insecure, or TLS with --tls-cert and --tls-key.",
     ),
+    tls_cert: Path = typer.Option(
+        None,
+        "--tls-cert",
+        help="Serve HTTPS, and gRPC over TLS, with this PEM certificate (then its chain; with --tls-key). "
+        "`trainworks admin tls init` makes a local CA and one.",
+    ),
+    tls_key: Path = typer.Option(None, "--tls-key", help="The certificate's PEM private key, unencrypted."),
     home: Path = typer.Option(None, help="State folder (default $TRAINWORKS_HOME or ~/.trainworks)."),
     database_url: str = typer.Option(
         None,
@@ -197,6 +235,7 @@ def serve(
         raise typer.BadParameter("must be private or shared", param_hint="--replica-tmp")
     json_logs = log_format == "json"
     configure_logging(log_format, log_level, json_logs if access_log is None else access_log, redact=tokens)
+    tls = resolve_tls(tls_cert, tls_key)
     settings = Settings(
         home=home or default_home(),
         database_url=database_url,
@@ -214,7 +253,8 @@ def serve(
         grpc_host=host,
         grpc_port=grpc_port,
         max_object_bytes=max_object_bytes,
-        storage_url=storage_url(host, port),
+        storage_url=storage_url(host, port, tls is not None),
+        tls=tls,
         sandbox=sandbox,
         replica_memory_scale=replica_memory_scale,
         replica_tmp=replica_tmp,
@@ -256,4 +296,6 @@ def serve(
         log_level=log_level.lower(),
         access_log=False,  # the access log is trainworks.access (observability/http.py)
         log_config=log_config,
+        ssl_certfile=str(tls.cert) if tls else None,
+        ssl_keyfile=str(tls.key) if tls else None,
     )

@@ -8,9 +8,10 @@ No kind here. A kind says which RPCs of an official service it answers and with 
   descriptors, the package's own map of RPCs to GAPIC methods (gapic_metadata.json) and the typed stubs of
   its gRPC transport (`Callable[[CreateCustomJobRequest], CustomJob]`): no hand-copied .proto files.
 - Bindings of a REST collection's methods (kernel/routes.py) to RPCs: the request, in proto3 JSON, gives the
-  values the route would pass (the path's from `name` or `parent`, each query parameter from the field of the
-  same JSON name, the body from the field REST transcoding sends as the body), and the route's service method
-  is called with them. One mapping, never a second implementation.
+  values the route would pass (the path's from `name`, `parent` or an update's `model.name`, each query
+  parameter from the field of the same JSON name, the body from the field REST transcoding sends as the body,
+  or all the others for `body: "*"`), and the route's service method is called with them. One mapping,
+  never a second implementation.
 - The server. A request becomes the canonical JSON a REST client sends (json_format.MessageToDict); the
   answer, canonical JSON of the official message, is parsed strictly (a field the message lacks is a fault
   of the server: INTERNAL, and logged). An ApiError becomes the gRPC status with a google.rpc.Status in
@@ -20,6 +21,7 @@ No kind here. A kind says which RPCs of an official service it answers and with 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.resources
@@ -29,7 +31,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import unquote
 
 import grpc
@@ -39,9 +41,23 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401 - BadRequest, ErrorInfo: a Status's details
 
 from trainworks.kernel.errors import ApiError, FieldViolation, invalid_argument
-from trainworks.kernel.routes import API_VERSION, BODY, LOCATION, Argument, Collection, Method, Query
+from trainworks.kernel.list_query import ListQuery
+from trainworks.kernel.routes import (
+    API_VERSION,
+    BODY,
+    LIST_QUERY,
+    LIST_QUERY_FIELDS,
+    LOCATION,
+    Argument,
+    Collection,
+    Method,
+    Query,
+)
 from trainworks.kernel.status import status_dict
 from trainworks.kernel.wire_errors import snake
+
+if TYPE_CHECKING:
+    from trainworks.tls import ServerTls
 
 S = TypeVar("S")
 Json = dict[str, Any]
@@ -155,15 +171,24 @@ class Binding:
     service: RpcService
     api_version: str
     handlers: Mapping[str, Handler]  # by RPC name
+    # By RPC name, the JSON keys of the request field naming the resource (UpdateModel: `model`, `name`);
+    # an RPC not here names it in `name`, else `parent`.
+    names: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+
+ALL = "*"  # REST transcoding's `body: "*"`: every field of the request but the one in the path
 
 
 @dataclass(frozen=True)
 class Route:
-    """An RPC answered by a REST collection's method: the route's name in the collection, and the request
-    field REST transcoding sends as the body (`custom_job`), for a method that takes one."""
+    """An RPC answered by a REST collection's method: the route's name in the collection; the request field
+    REST transcoding sends as the body (`custom_job`), for a method that takes one, or ALL (UploadModel);
+    and the field naming the resource where it is not `name` (or `parent` for a method on the collection),
+    as an update's `model.name`."""
 
     method: str
     body: str = ""
+    name: str = ""
 
 
 def bind_collection(
@@ -172,53 +197,101 @@ def bind_collection(
     """The RPCs of `routes`, each answered by the collection's method of the route's name, called as the
     REST route calls it. A route, RPC or request field that does not exist fails here, at start-up."""
     methods = {m.name: m for m in collection.methods}
-    handlers = {
-        rpc: _route_handler(
-            collection, methods[route.method], service, rpcs.rpcs[rpc], api_version, route.body
-        )
-        for rpc, route in routes.items()
-    }
-    return Binding(rpcs, api_version, handlers)
+    handlers: dict[str, Handler] = {}
+    names: dict[str, tuple[str, ...]] = {}
+    for name, route in routes.items():
+        method, rpc = methods[route.method], rpcs.rpcs[name]
+        # The REST path names the resource (`name`), or for a method on the collection its location.
+        field = route.name or ("name" if method.on_resource else "parent")
+        names[name] = _json_path(rpc, field)
+        handlers[name] = _route_handler(collection, method, service, rpc, api_version, route.body, field)
+    return Binding(rpcs, api_version, handlers, names)
 
 
 def _route_handler(
-    collection: Collection[S], method: Method[S], service: S, rpc: Rpc, api_version: str, body: str
+    collection: Collection[S],
+    method: Method[S],
+    service: S,
+    rpc: Rpc,
+    api_version: str,
+    body: str,
+    field: str,
 ) -> Handler:
-    # The REST path names the resource (`name`) or, for a method on the collection, its location (`parent`).
     if method.on_resource:
-        field, template = "name", NameTemplate(f"{LOCATION}/{collection.segment}/{{{collection.id_name}}}")
+        template = NameTemplate(f"{LOCATION}/{collection.segment}/{{{collection.id_name}}}")
     else:
-        field, template = "parent", LOCATION_TEMPLATE
-    readers = [_reader(arg, rpc, body, api_version) for arg in method.args]
+        template = LOCATION_TEMPLATE
+    keys = _json_path(rpc, field)
+    readers = [_reader(arg, rpc, body, api_version, keys[0]) for arg in method.args]
 
     def handle(request: Json) -> Json | None:
-        path = parse_name(field, request.get(field, ""), template).values()
+        path = parse_name(field, _resource_name(request, keys), template).values()
         return method.call(service, *path, *(read(request) for read in readers))
 
     return handle
 
 
-def _reader(arg: Argument, rpc: Rpc, body: str, api_version: str) -> Callable[[Json], Any]:
-    """How a route's argument is read off the RPC's request."""
+def _reader(arg: Argument, rpc: Rpc, body: str, api_version: str, in_path: str) -> Callable[[Json], Any]:
+    """How a route's argument is read off the RPC's request (`in_path`: the JSON key the REST path has)."""
     if arg is API_VERSION:
-        return lambda _request: api_version
+        return _constant(api_version)
+    if arg is LIST_QUERY:
+        # Each part as its query parameter; one the request lacks (v1beta1's ListModels has no order_by)
+        # is never sent, so always absent.
+        fields = rpc.request.DESCRIPTOR.fields_by_name
+        reads = [
+            _reader(q, rpc, body, api_version, in_path) if q.snake in fields else _constant(_absent(q))
+            for q in LIST_QUERY_FIELDS
+        ]
+        return lambda request: ListQuery(*(read(request) for read in reads))
+    if arg is BODY and body == ALL:
+        return lambda request: {key: value for key, value in request.items() if key != in_path}
     default: Any
     if arg is BODY:
         key, default = _json_name(rpc, body), {}
     else:
         assert isinstance(arg, Query)
         # A query parameter is the request field of the same JSON name; absent, it is what REST reads then.
-        key, default = _json_name(rpc, arg.snake), 0 if arg.integer else ""
+        key, default = _json_name(rpc, arg.snake), _absent(arg)
         if key != arg.camel:
             raise ValueError(f"{rpc.name}: the field of query parameter {arg.camel} is {key}")
     return lambda request: request.get(key, default)
 
 
+def _absent(query: Query) -> int | str:
+    """What the route reads for a query parameter not sent."""
+    return 0 if query.integer else ""
+
+
+def _constant(value: Any) -> Callable[[Json], Any]:
+    return lambda _request: value
+
+
 def _json_name(rpc: Rpc, field: str) -> str:
-    fields = rpc.request.DESCRIPTOR.fields_by_name
-    if field not in fields:
-        raise ValueError(f"{rpc.name}: its request has no field {field!r}")
-    return str(fields[field].json_name)
+    """The JSON name of a field of the request itself."""
+    (key,) = _json_path(rpc, field)
+    return key
+
+
+def _json_path(rpc: Rpc, field: str) -> tuple[str, ...]:
+    """The JSON keys of a request field, `model.name` as (`model`, `name`); one that does not exist fails."""
+    descriptor: Any = rpc.request.DESCRIPTOR
+    keys = []
+    for part in field.split("."):
+        found = descriptor.fields_by_name.get(part) if descriptor is not None else None
+        if found is None:
+            raise ValueError(f"{rpc.name}: its request has no field {field!r}")
+        keys.append(str(found.json_name))
+        descriptor = found.message_type
+    return tuple(keys)
+
+
+def _resource_name(request: Json, keys: tuple[str, ...]) -> str:
+    """The text at `keys` in a request (proto3 JSON), or "" when it has none."""
+    value: Any = request
+    for key in keys:
+        value = value.get(key, "") if isinstance(value, dict) else ""
+    return value if isinstance(value, str) else ""
 
 
 # ------------------------------------------------------------------------------------------------ errors
@@ -260,7 +333,8 @@ def peer_address(peer: str) -> tuple[str, int] | None:
 
 
 class RpcServer:
-    """A gRPC server (insecure) answering the bindings' RPCs, in a thread pool of its own."""
+    """A gRPC server answering the bindings' RPCs, in a thread pool of its own: over TLS with the server's
+    certificate and key (`tls`), else insecure."""
 
     def __init__(
         self,
@@ -271,8 +345,10 @@ class RpcServer:
         unexpected: Unexpected,
         max_message_bytes: int,
         workers: int = 32,
+        tls: ServerTls | None = None,
     ) -> None:
         self.host, self.port = host, port
+        self.tls = tls
         self.authorize, self.unexpected = authorize, unexpected
         self.max_message_bytes = max_message_bytes
         self.workers = workers
@@ -302,7 +378,12 @@ class RpcServer:
             options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", self.max_message_bytes)],
         )
         try:
-            self.port = server.add_insecure_port(self.address)
+            if self.tls is None:
+                self.port = server.add_insecure_port(self.address)
+            else:
+                # The same files as HTTPS (checked at start-up: tls.load_server_tls), read now.
+                pair = [(self.tls.key_pem(), self.tls.chain_pem())]
+                self.port = server.add_secure_port(self.address, grpc.ssl_server_credentials(pair))
         except RuntimeError as exc:
             raise RuntimeError(f"gRPC cannot listen on {self.address}: {exc}") from None
         server.start()
@@ -318,7 +399,7 @@ class RpcServer:
         def answer(request: Message, context: grpc.ServicerContext) -> Message:
             try:
                 as_json = json_format.MessageToDict(request)
-                refused = self.authorize(self._call(binding.api_version, as_json, context))
+                refused = self.authorize(self._call(binding, rpc.name, as_json, context))
                 if refused is not None:
                     raise refused
                 return json_format.ParseDict(handler(as_json) or {}, rpc.response())
@@ -334,10 +415,15 @@ class RpcServer:
             response_serializer=rpc.response.SerializeToString,
         )
 
-    def _call(self, api_version: str, request: Json, context: grpc.ServicerContext) -> RpcCall:
-        resource = request.get("name") or request.get("parent") or ""
+    def _call(self, binding: Binding, rpc: str, request: Json, context: grpc.ServicerContext) -> RpcCall:
+        keys = binding.names.get(rpc)
+        resource = (
+            _resource_name(request, keys) if keys else request.get("name") or request.get("parent") or ""
+        )
         metadata = tuple(
             (m.key, m.value) for m in context.invocation_metadata() if not m.key.endswith("-bin")
         )
         listening = (self.host.strip("[]"), self.port)
-        return RpcCall(f"/{api_version}/{resource}", metadata, peer_address(context.peer()), listening)
+        return RpcCall(
+            f"/{binding.api_version}/{resource}", metadata, peer_address(context.peer()), listening
+        )

@@ -34,6 +34,7 @@ from trainworks.contract.environment import POOL_NAMES, JobContext, ReplicaSlot,
 from trainworks.jobs.service_log import log_service
 from trainworks.kinds.custom_jobs.rules import replica_task
 from trainworks.store.tables import CustomJobRow, ReplicaRow
+from trainworks.tls import replica_trust_env
 from trainworks.tuning.trial_jobs import METRIC_FILE, trial_of
 
 
@@ -214,6 +215,8 @@ class ReplicaLauncher:
             **storage_env(self.settings),
             **self.gpu_environment(job_dir, replica, pool, busy_gpus or set()),
         }
+        if self.podman is None:  # a container sees no host file: its image must trust the server's CA
+            extra.update(replica_trust_env(self.settings.tls, Path(replica.run_dir)))
         if context.trial_id:  # where cloudml-hypertune writes this replica's reports
             extra["CLOUD_ML_HP_METRIC_FILE"] = str(Path(replica.run_dir) / METRIC_FILE)
         context = replace(context, extra_env={**context.extra_env, **extra})
@@ -292,7 +295,10 @@ class ReplicaLauncher:
                 host_argv(pool, {}, python)  # a pool that cannot run fails here, not on the nodes
             except TaskError as exc:
                 raise TaskError(f"{replica_task(replica)}: {exc}") from exc
-            extra = storage_env(self.settings)
+            extra = {
+                **storage_env(self.settings),
+                **replica_trust_env(self.settings.tls, Path(replica.run_dir)),
+            }
             if context.trial_id:
                 extra["CLOUD_ML_HP_METRIC_FILE"] = str(Path(replica.run_dir) / METRIC_FILE)
             members.append(
