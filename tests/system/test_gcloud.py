@@ -1,12 +1,14 @@
 """gcloud itself (the Google Cloud CLI) against a real server, set up by the README's recipe in a private
-configuration folder: `ai operations describe` of a persistent resource's operation (at the location, by its
-ID), `ai models copy` into another region, and `storage cp` up (a small file, which gcloud sends as one
-multipart body, and one over 8 MiB, which it sends as a resumable upload) and down, and `storage mv`."""
+configuration folder: `ai custom-jobs create/list/describe/cancel`, `ai operations describe` of a persistent
+resource's operation (at the location, by its ID), `ai models copy` into another region, and `storage cp` up
+(a small file, which gcloud sends as one multipart body, and one over 8 MiB, which it sends as a resumable
+upload) and down, and `storage mv`."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import httpx
 import pytest
 
 from tests.support.gcloud import Gcloud, gcloud_for, needs_gcloud
-from tests.support.server import LOCATION, PROJECT, ServerProcess
+from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
 
 pytestmark = needs_gcloud
 
@@ -39,6 +41,50 @@ def test_the_recipe_points_gcloud_at_the_server(gcloud: Gcloud, server: ServerPr
     assert gcloud.ok("config", "get", "core/project").strip() == PROJECT
     assert gcloud.ok("config", "configurations", "list", "--format=value(name,is_active)").count("True") == 1
     assert (gcloud.config / "configurations" / "config_trainworks").is_file()
+
+
+def test_custom_jobs_create_list_describe_cancel(
+    gcloud: Gcloud, http: httpx.Client, server: ServerProcess, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"  # the job runs until cancelled (or, should the test fail, until the gate opens)
+    code = f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.1)"
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        json.dumps(  # YAML is a superset of JSON
+            {
+                "workerPoolSpecs": [
+                    {
+                        "machineSpec": {"machineType": "n1-standard-4"},
+                        "replicaCount": 1,
+                        "containerSpec": {"imageUri": "python:3.11", "command": [sys.executable, "-c", code]},
+                    }
+                ]
+            }
+        )
+    )
+    try:
+        create = ["ai", "custom-jobs", "create", f"--region={LOCATION}", "--display-name=gcloud-job"]
+        created = gcloud(*create, f"--config={config}")
+        assert created.returncode == 0, created.stderr
+        assert "is submitted successfully" in created.stderr
+        listed = json.loads(gcloud.ok("ai", "custom-jobs", "list", f"--region={LOCATION}", "--format=json"))
+        name = next(job["name"] for job in listed if job["displayName"] == "gcloud-job")
+        job_id = name.rsplit("/", 1)[1]
+        wait_for(
+            lambda: http.get(f"/v1/{name}").json()["state"] == "JOB_STATE_RUNNING", what="the job to run"
+        )
+        described = json.loads(
+            gcloud.ok("ai", "custom-jobs", "describe", job_id, f"--region={LOCATION}", "--format=json")
+        )
+        assert described["name"] == name and described["state"] == "JOB_STATE_RUNNING"
+        cancelled = gcloud("ai", "custom-jobs", "cancel", job_id, f"--region={LOCATION}")
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "Request to cancel CustomJob" in cancelled.stderr
+        assert wait_job(http, name)["state"] == "JOB_STATE_CANCELLED"
+        missing = gcloud("ai", "custom-jobs", "describe", "123", f"--region={LOCATION}")
+        assert missing.returncode != 0 and "NOT_FOUND" in missing.stderr
+    finally:
+        gate.touch()
 
 
 def test_operations_describe_of_a_persistent_resource_operation(gcloud: Gcloud, http: httpx.Client) -> None:
