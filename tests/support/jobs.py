@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from tests.support.server import wait_for
 
 MACHINE = {"machineType": "n1-standard-4"}
 
@@ -21,3 +24,40 @@ def python_pool(
 
 def job(*pools: dict[str, Any], name: str = "test-job", **spec: Any) -> dict[str, Any]:
     return {"displayName": name, "jobSpec": {"workerPoolSpecs": list(pools), **spec}}
+
+
+def gapic_job(
+    display_name: str, code: str = "pass", labels: dict[str, str] | None = None, api: Any = None
+) -> Any:
+    """A one-replica container CustomJob message of the GAPIC package `api` (default aiplatform_v1; v1beta1
+    too): host mode runs `code`, the image is only recorded."""
+    if api is None:
+        from google.cloud import aiplatform_v1 as api  # here: most users of these builders never need it
+
+    return api.CustomJob(
+        display_name=display_name,
+        labels=labels or {},
+        job_spec=api.CustomJobSpec(
+            worker_pool_specs=[
+                api.WorkerPoolSpec(
+                    machine_spec=api.MachineSpec(machine_type=MACHINE["machineType"]),
+                    replica_count=1,
+                    container_spec=api.ContainerSpec(
+                        image_uri="python:3.11", command=[sys.executable, "-c", code]
+                    ),
+                )
+            ]
+        ),
+    )
+
+
+def wait_for_state(get: Callable[..., Any], name: str, states: Iterable[str], timeout: float = 120) -> Any:
+    """What `get(name=name)` (a GAPIC client's get of a job or pipeline) answers once its state is one of
+    `states`, by name: v1 and v1beta1 enums never compare equal."""
+    wanted = set(states)
+
+    def check() -> Any:
+        got = get(name=name)
+        return got if got.state.name in wanted else None
+
+    return wait_for(check, timeout=timeout, what=f"{name} to reach {sorted(wanted)}")

@@ -1,6 +1,6 @@
-"""A real server answering gRPC too (`serve --grpc-port`), the official GAPIC clients on an insecure loopback
-channel to it, what a test reads off a gRPC error (its google.rpc.Status and field violations), and the REST
-paths auth judges a kind's calls by."""
+"""A real server answering gRPC too (`serve --grpc-port`) and a test module's fixtures of it, the official
+GAPIC clients on an insecure loopback channel to it, what a test reads off a gRPC error (its google.rpc.Status
+and field violations, compared with REST's), and the REST paths auth judges a kind's calls by."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 from google.api_core import exceptions
+from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
 
 from tests.support.server import ServerProcess, free_port
@@ -21,7 +22,7 @@ from trainworks.kernel.status import Code
 
 C = TypeVar("C")
 DETAILS_KEY = "grpc-status-details-bin"
-NO_SERVICE: Any = None  # the service of bindings whose calls never reach it (judged_paths)
+NO_SERVICE: Any = None  # the service judged_paths gives a kind's bindings: no call reaches it
 
 
 @contextmanager
@@ -34,6 +35,34 @@ def grpc_server(home: Path, *args: str) -> Iterator[tuple[ServerProcess, grpc.Ch
             yield proc, channel
     finally:
         proc.stop()
+
+
+def grpc_fixtures(
+    folder: str, client_class: type[C], *args: str, cleanup: Callable[[Path], None] | None = None
+) -> tuple[Any, Any, Any]:
+    """A test module's three module-scoped fixtures, by the names it assigns them to: `served` (the server
+    of `grpc_server` in a new folder named `folder`, and its channel), `server` (that server) and a client
+    of `client_class` on the channel. `cleanup` is given the server's home once it has stopped."""
+
+    @pytest.fixture(scope="module")
+    def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, grpc.Channel]]:
+        home = tmp_path_factory.mktemp(folder)
+        try:
+            with grpc_server(home, *args) as opened:
+                yield opened
+        finally:
+            if cleanup is not None:
+                cleanup(home)
+
+    @pytest.fixture(scope="module")
+    def server(served: tuple[ServerProcess, grpc.Channel]) -> ServerProcess:
+        return served[0]
+
+    @pytest.fixture(scope="module")
+    def client(served: tuple[ServerProcess, grpc.Channel]) -> C:
+        return gapic(client_class, served[1])
+
+    return served, server, client
 
 
 def gapic(client_class: type[C], channel: grpc.Channel) -> C:
@@ -66,9 +95,28 @@ def fields(error: exceptions.GoogleAPICallError) -> list[str]:
     return [field for field, _ in violations(error)]
 
 
-def judged_paths(bindings: Sequence[Binding], call: Callable[[grpc.Channel], object]) -> list[str]:
-    """The REST paths auth judged the calls `call` makes by, on an in-process server of `bindings` that
-    refuses every call (so no service is reached: the bindings may hold none)."""
+def assert_as_rest(error: exceptions.GoogleAPICallError, rest: dict[str, Any]) -> None:
+    """The gRPC error says what REST's `error` object says: the same message, the same details."""
+    assert error.message == rest["message"]
+    assert json_format.MessageToDict(status_of(error))["details"] == rest["details"]
+
+
+def not_found(calls: Sequence[Callable[..., object]], name: str) -> list[exceptions.NotFound]:
+    """The error of each of `calls` on `name`: each NOT_FOUND, with that code in its status details too."""
+    errors = []
+    for call in calls:
+        with pytest.raises(exceptions.NotFound) as caught:
+            call(name=name)
+        assert status_of(caught.value).code == grpc.StatusCode.NOT_FOUND.value[0]
+        errors.append(caught.value)
+    return errors
+
+
+def judged_paths(
+    bindings: Callable[[Any], Sequence[Binding]], call: Callable[[grpc.Channel], object]
+) -> list[str]:
+    """The REST paths auth judged the calls `call` makes by, on an in-process server of a kind's `bindings`
+    (its `rpc.bindings`, given no service) that refuses every call, so no service is reached."""
     seen: list[str] = []
 
     def refuse(rpc_call: RpcCall) -> ApiError:
@@ -78,7 +126,7 @@ def judged_paths(bindings: Sequence[Binding], call: Callable[[grpc.Channel], obj
     def unexpected(exc: Exception) -> ApiError:
         raise AssertionError("a refused call reached its service") from exc
 
-    server = RpcServer("127.0.0.1", 0, bindings, refuse, unexpected, max_message_bytes=1 << 20)
+    server = RpcServer("127.0.0.1", 0, bindings(NO_SERVICE), refuse, unexpected, max_message_bytes=1 << 20)
     server.start()
     try:
         with grpc.insecure_channel(server.address) as channel, pytest.raises(exceptions.PermissionDenied):

@@ -23,9 +23,10 @@ import httpx
 import pytest
 from google.api_core import exceptions
 from google.cloud import aiplatform_v1
-from google.cloud.aiplatform_v1.services.job_service.transports.grpc import JobServiceGrpcTransport
 
 from tests.kinds.tuning_jobs.test_api import TRIAL
+from tests.support.jobs import gapic_job, job, python_pool
+from tests.support.rpc import gapic
 from tests.support.server import LOCATION, PROJECT, ServerProcess, free_port, wait_job
 from trainworks.cli.serve import storage_url
 from trainworks.tls import REPLICA_TRUST_FILE, TRUST_VARIABLES, load_server_tls, replica_trust_env
@@ -93,21 +94,6 @@ def https(server: TlsServer, ca: Path) -> Iterator[httpx.Client]:
         base_url=server.url, verify=ssl.create_default_context(cafile=ca), timeout=30
     ) as client:
         yield client
-
-
-def container_job(display_name: str, code: str) -> dict[str, Any]:
-    return {
-        "displayName": display_name,
-        "jobSpec": {
-            "workerPoolSpecs": [
-                {
-                    "machineSpec": {"machineType": "n1-standard-4"},
-                    "replicaCount": 1,
-                    "containerSpec": {"imageUri": "python:3.11", "command": [sys.executable, "-c", code]},
-                }
-            ]
-        },
-    }
 
 
 # ------------------------------------------------------------------------------------------- the helper
@@ -188,7 +174,7 @@ def test_replicas_are_told_the_https_url_and_trust_only_a_ca_the_server_knows(
 # --------------------------------------------------------------------------------------------- HTTPS
 def test_https_with_the_ca_trusted(server: TlsServer, https: httpx.Client, ca: Path) -> None:
     assert https.get("/healthz").json()["status"] == "ok"
-    created = https.post(f"/v1/{server.parent}/customJobs", json=container_job("over-https", "pass"))
+    created = https.post(f"/v1/{server.parent}/customJobs", json=job(python_pool("pass"), name="over-https"))
     assert created.status_code == 200, created.text
     name = created.json()["name"]
     assert https.get(f"/v1/{name}").json()["displayName"] == "over-https"
@@ -211,7 +197,7 @@ def test_clients_that_do_not_trust_the_ca_are_refused(server: TlsServer, grpc_po
         grpc.insecure_channel(f"localhost:{grpc_port}"),
     ):
         with channel:
-            client = aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
+            client = gapic(aiplatform_v1.JobServiceClient, channel)
             with pytest.raises(exceptions.ServiceUnavailable):
                 client.get_custom_job(name=name, timeout=20)
 
@@ -220,22 +206,8 @@ def test_clients_that_do_not_trust_the_ca_are_refused(server: TlsServer, grpc_po
 def test_gapic_client_over_grpc_with_tls(server: TlsServer, ca: Path, grpc_port: int) -> None:
     credentials = grpc.ssl_channel_credentials(root_certificates=ca.read_bytes())
     with grpc.secure_channel(f"localhost:{grpc_port}", credentials) as channel:
-        client = aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
-        job = aiplatform_v1.CustomJob(
-            display_name="over-grpc-tls",
-            job_spec=aiplatform_v1.CustomJobSpec(
-                worker_pool_specs=[
-                    aiplatform_v1.WorkerPoolSpec(
-                        machine_spec=aiplatform_v1.MachineSpec(machine_type="n1-standard-4"),
-                        replica_count=1,
-                        container_spec=aiplatform_v1.ContainerSpec(
-                            image_uri="python:3.11", command=[sys.executable, "-c", "pass"]
-                        ),
-                    )
-                ]
-            ),
-        )
-        created = client.create_custom_job(parent=server.parent, custom_job=job)
+        client = gapic(aiplatform_v1.JobServiceClient, channel)
+        created = client.create_custom_job(parent=server.parent, custom_job=gapic_job("over-grpc-tls"))
         assert client.get_custom_job(name=created.name).display_name == "over-grpc-tls"
         with pytest.raises(exceptions.NotFound):
             client.get_custom_job(name=f"{server.parent}/customJobs/999999999")
@@ -261,7 +233,7 @@ def test_replicas_call_back_over_https(server: TlsServer, https: httpx.Client, c
     made = https.post("/storage/v1/b", params={"project": PROJECT}, json={"name": BUCKET})
     assert made.status_code == 200, made.text
     created = https.post(
-        f"/v1/{server.parent}/customJobs", json=container_job("calls-back", REPLICA_CALLS_BACK)
+        f"/v1/{server.parent}/customJobs", json=job(python_pool(REPLICA_CALLS_BACK), name="calls-back")
     )
     assert created.status_code == 200, created.text
     done = wait_job(https, created.json()["name"])

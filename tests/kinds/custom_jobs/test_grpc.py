@@ -5,7 +5,6 @@ gRPC with the same code, message and details as over REST."""
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,65 +14,25 @@ import httpx
 import pytest
 from google.api_core import exceptions
 from google.cloud import aiplatform_v1, aiplatform_v1beta1
-from google.cloud.aiplatform_v1.services.job_service.transports.grpc import JobServiceGrpcTransport
 from google.protobuf import empty_pb2, field_mask_pb2, json_format
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 
 from tests.kinds.custom_jobs.test_validation import REJECTED, valid
-from tests.support.server import LOCATION, PROJECT, ServerProcess, free_port, wait_for
+from tests.support.jobs import gapic_job, wait_for_state
+from tests.support.rpc import fields, gapic, grpc_fixtures, not_found, status_of
+from tests.support.server import LOCATION, PROJECT, ServerProcess
 
 JobState = aiplatform_v1.JobState
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
 LONG_RUNNING = "import time; time.sleep(600)"
 
-
-@pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[ServerProcess]:
-    proc = ServerProcess(home=tmp_path_factory.mktemp("grpc"), args=["--grpc-port", str(grpc_port)]).start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture(scope="module")
-def channel(server: ServerProcess, grpc_port: int) -> Iterator[grpc.Channel]:
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as opened:
-        yield opened
-
-
-@pytest.fixture(scope="module")
-def client(channel: grpc.Channel) -> aiplatform_v1.JobServiceClient:
-    return aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
+served, server, client = grpc_fixtures("grpc", aiplatform_v1.JobServiceClient)
 
 
 @pytest.fixture(scope="module")
 def http(server: ServerProcess) -> Iterator[httpx.Client]:
     with server.client() as opened:
         yield opened
-
-
-def container_job(display_name: str, code: str = "pass", labels: dict[str, str] | None = None) -> Any:
-    return aiplatform_v1.CustomJob(
-        display_name=display_name,
-        labels=labels or {},
-        job_spec=aiplatform_v1.CustomJobSpec(
-            worker_pool_specs=[
-                aiplatform_v1.WorkerPoolSpec(
-                    machine_spec=aiplatform_v1.MachineSpec(machine_type="n1-standard-4"),
-                    replica_count=1,
-                    container_spec=aiplatform_v1.ContainerSpec(
-                        image_uri="python:3.11", command=[sys.executable, "-c", code]
-                    ),
-                )
-            ]
-        ),
-    )
 
 
 def unique(prefix: str) -> str:
@@ -86,33 +45,7 @@ def unique_parent() -> str:
 
 
 def wait_state(client: Any, name: str, states: set[str] | None = None) -> Any:
-    """The job once its state is one of `states` (names: v1 and v1beta1 enums never compare equal)."""
-    wanted = states or TERMINAL
-
-    def check() -> Any:
-        job = client.get_custom_job(name=name)
-        return job if job.state.name in wanted else None
-
-    return wait_for(check, timeout=120, what=f"{name} to reach {sorted(wanted)}")
-
-
-def status_of(error: exceptions.GoogleAPICallError) -> Any:
-    """The google.rpc.Status in `grpc-status-details-bin`, checked against the call's code and message."""
-    call = error.response
-    found = [value for key, value in call.trailing_metadata() if key == "grpc-status-details-bin"]
-    assert len(found) == 1, call.trailing_metadata()
-    status = status_pb2.Status.FromString(found[0])
-    assert status.code == call.code().value[0] and status.message == call.details()
-    return status
-
-
-def violations(error: exceptions.GoogleAPICallError) -> list[tuple[str, str]]:
-    return [
-        (v.field, v.description)
-        for d in error.details
-        if isinstance(d, error_details_pb2.BadRequest)
-        for v in d.field_violations
-    ]
+    return wait_for_state(client.get_custom_job, name, states or TERMINAL)
 
 
 # ------------------------------------------------------------------------------------------ the methods
@@ -121,7 +54,7 @@ def test_create_get_and_follow_to_success(
 ) -> None:
     name = unique("ok")
     created = client.create_custom_job(
-        parent=server.parent, custom_job=container_job(name, "print('hello')", {"team": "ml"})
+        parent=server.parent, custom_job=gapic_job(name, "print('hello')", {"team": "ml"})
     )
     assert created.name.startswith("projects/") and f"/locations/{LOCATION}/customJobs/" in created.name
     assert created.display_name == name
@@ -141,7 +74,7 @@ def test_create_get_and_follow_to_success(
 def test_the_same_job_over_grpc_and_rest(
     client: aiplatform_v1.JobServiceClient, http: httpx.Client, server: ServerProcess
 ) -> None:
-    created = client.create_custom_job(parent=server.parent, custom_job=container_job(unique("same")))
+    created = client.create_custom_job(parent=server.parent, custom_job=gapic_job(unique("same")))
     wait_state(client, created.name)  # finished: nothing changes between the two reads
     rest = http.get(f"/v1/{created.name}").json()
     assert (
@@ -154,7 +87,7 @@ def test_list_filters_pages_and_masks(client: aiplatform_v1.JobServiceClient) ->
     parent = unique_parent()
     names = []
     for i in range(5):
-        job = container_job(f"list-{i}", "raise SystemExit(1)" if i == 2 else "pass", {"idx": str(i)})
+        job = gapic_job(f"list-{i}", "raise SystemExit(1)" if i == 2 else "pass", {"idx": str(i)})
         names.append(client.create_custom_job(parent=parent, custom_job=job).name)
     for name in names:
         wait_state(client, name)
@@ -181,9 +114,7 @@ def test_list_filters_pages_and_masks(client: aiplatform_v1.JobServiceClient) ->
 
 
 def test_cancel_then_delete_as_an_lro(client: aiplatform_v1.JobServiceClient, server: ServerProcess) -> None:
-    created = client.create_custom_job(
-        parent=server.parent, custom_job=container_job(unique("c"), LONG_RUNNING)
-    )
+    created = client.create_custom_job(parent=server.parent, custom_job=gapic_job(unique("c"), LONG_RUNNING))
     wait_state(client, created.name, {"JOB_STATE_RUNNING"})
     with pytest.raises(exceptions.FailedPrecondition) as running:
         client.delete_custom_job(name=created.name)
@@ -203,26 +134,10 @@ def test_cancel_then_delete_as_an_lro(client: aiplatform_v1.JobServiceClient, se
         client.get_custom_job(name=created.name)
 
 
-def test_v1beta1(channel: grpc.Channel, server: ServerProcess) -> None:
-    from google.cloud.aiplatform_v1beta1.services.job_service.transports.grpc import (
-        JobServiceGrpcTransport as BetaTransport,
-    )
-
-    beta = aiplatform_v1beta1.JobServiceClient(transport=BetaTransport(channel=channel))
-    job = aiplatform_v1beta1.CustomJob(
-        display_name=unique("beta"),
-        job_spec=aiplatform_v1beta1.CustomJobSpec(
-            worker_pool_specs=[
-                aiplatform_v1beta1.WorkerPoolSpec(
-                    machine_spec=aiplatform_v1beta1.MachineSpec(machine_type="n1-standard-4"),
-                    replica_count=1,
-                    container_spec=aiplatform_v1beta1.ContainerSpec(
-                        image_uri="python:3.11", command=[sys.executable, "-c", "pass"]
-                    ),
-                )
-            ]
-        ),
-    )
+def test_v1beta1(served: tuple[ServerProcess, grpc.Channel]) -> None:
+    server, channel = served
+    beta = gapic(aiplatform_v1beta1.JobServiceClient, channel)
+    job = gapic_job(unique("beta"), api=aiplatform_v1beta1)
     created = beta.create_custom_job(parent=server.parent, custom_job=job)
     assert wait_state(beta, created.name).state == aiplatform_v1beta1.JobState.JOB_STATE_SUCCEEDED
     assert [
@@ -237,12 +152,10 @@ def test_v1beta1(channel: grpc.Channel, server: ServerProcess) -> None:
 # ---------------------------------------------------------------------------------------------- errors
 def test_not_found(client: aiplatform_v1.JobServiceClient, server: ServerProcess) -> None:
     unknown = f"{server.parent}/customJobs/123456789"
-    for call in (client.get_custom_job, client.cancel_custom_job, client.delete_custom_job):
-        with pytest.raises(exceptions.NotFound) as caught:
-            call(name=unknown)
-        assert caught.value.message.endswith("/customJobs/123456789 not found."), caught.value.message
-        assert caught.value.reason == "NOT_FOUND"
-        assert status_of(caught.value).code == grpc.StatusCode.NOT_FOUND.value[0]
+    calls = (client.get_custom_job, client.cancel_custom_job, client.delete_custom_job)
+    for error in not_found(calls, unknown):
+        assert error.message.endswith("/customJobs/123456789 not found."), error.message
+        assert error.reason == "NOT_FOUND"
 
 
 def test_invalid_argument_with_field_violations(
@@ -257,27 +170,27 @@ def test_invalid_argument_with_field_violations(
         client.create_custom_job(parent=server.parent, custom_job=bad)
     error = caught.value
     assert error.reason == "INVALID_ARGUMENT"
-    fields = [field for field, _ in violations(error)]
-    assert fields[0] == "display_name"
-    assert "job_spec.worker_pool_specs[0].replica_count" in fields
+    named = fields(error)
+    assert named[0] == "display_name"
+    assert "job_spec.worker_pool_specs[0].replica_count" in named
     # The same violations, read straight from the status details.
     status = status_of(error)
     bad_request = error_details_pb2.BadRequest()
     assert status.details[0].Unpack(bad_request)
-    assert [v.field for v in bad_request.field_violations] == fields
+    assert [v.field for v in bad_request.field_violations] == named
     assert error.message.startswith("Invalid value for display_name: Required field is not set. (and ")
 
 
 def test_a_malformed_name_is_invalid_argument(client: aiplatform_v1.JobServiceClient) -> None:
     with pytest.raises(exceptions.InvalidArgument) as caught:
         client.get_custom_job(name="customJobs/1")
-    assert [field for field, _ in violations(caught.value)] == ["name"]
+    assert fields(caught.value) == ["name"]
 
 
 # ------------------------------------------------------------------ the same bad request, REST and gRPC
 @pytest.fixture(scope="module")
 def succeeded(client: aiplatform_v1.JobServiceClient, server: ServerProcess) -> str:
-    created = client.create_custom_job(parent=server.parent, custom_job=container_job(unique("done")))
+    created = client.create_custom_job(parent=server.parent, custom_job=gapic_job(unique("done")))
     assert wait_state(client, created.name).state == JobState.JOB_STATE_SUCCEEDED
     return str(created.name)
 

@@ -21,6 +21,7 @@ from google.cloud.aiplatform import initializer
 from google.cloud.aiplatform import jobs as sdk_jobs
 from google.protobuf import duration_pb2, empty_pb2
 
+from tests.support.jobs import gapic_job, wait_for_state
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.operations import OperationService
@@ -31,25 +32,6 @@ JobState = aiplatform_v1.JobState
 TERMINAL = {JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED}
 JOB_NAME = re.compile(r"^projects/\d+/locations/us-central1/customJobs/\d+$")
 LONG_RUNNING = "import time; time.sleep(600)"
-
-
-def container_job(display_name: str, code: str = "pass", labels: dict[str, str] | None = None) -> Any:
-    """A one-replica container job; host mode runs `command`, the image is only recorded."""
-    return aiplatform_v1.CustomJob(
-        display_name=display_name,
-        labels=labels or {},
-        job_spec=aiplatform_v1.CustomJobSpec(
-            worker_pool_specs=[
-                aiplatform_v1.WorkerPoolSpec(
-                    machine_spec=aiplatform_v1.MachineSpec(machine_type="n1-standard-4"),
-                    replica_count=1,
-                    container_spec=aiplatform_v1.ContainerSpec(
-                        image_uri="python:3.11", command=[sys.executable, "-c", code]
-                    ),
-                )
-            ]
-        ),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +58,7 @@ def client(server: ServerProcess, requested_paths: list[str]) -> aiplatform_v1.J
 def wait_state(
     client: aiplatform_v1.JobServiceClient, name: str, states: set[Any] | None = None, timeout: float = 120.0
 ) -> Any:
-    wanted = states or TERMINAL
-
-    def check() -> Any:
-        job = client.get_custom_job(name=name)
-        return job if job.state in wanted else None
-
-    return wait_for(check, timeout=timeout, what=f"{name} to reach {sorted(s.name for s in wanted)}")
+    return wait_for_state(client.get_custom_job, name, [s.name for s in states or TERMINAL], timeout)
 
 
 def unique(prefix: str) -> str:
@@ -97,7 +73,7 @@ def test_create_get_and_follow_to_success(
 ) -> None:
     name = unique("ok")
     created = client.create_custom_job(
-        parent=server.parent, custom_job=container_job(name, "print('hello')", {"team": "ml"})
+        parent=server.parent, custom_job=gapic_job(name, "print('hello')", {"team": "ml"})
     )
     assert JOB_NAME.match(created.name), created.name
     assert created.display_name == name
@@ -122,7 +98,7 @@ def test_create_get_and_follow_to_success(
 
 def test_env_vars_reach_the_replica(client: aiplatform_v1.JobServiceClient, server: ServerProcess) -> None:
     code = "import os, sys; sys.exit(0 if os.environ['GREETING'] == 'hi' else 5)"
-    job = container_job(unique("env"), code)
+    job = gapic_job(unique("env"), code)
     job.job_spec.worker_pool_specs[0].container_spec.env = [aiplatform_v1.EnvVar(name="GREETING", value="hi")]
     created = client.create_custom_job(parent=server.parent, custom_job=job)
     env = created.job_spec.worker_pool_specs[0].container_spec.env
@@ -144,7 +120,7 @@ def test_list_filters_and_pagination(client: aiplatform_v1.JobServiceClient, ser
     names = []
     for i in range(5):
         code = "raise SystemExit(1)" if i == 2 else "pass"
-        job = container_job(f"list-{batch}-{i}", code, {"batch": batch, "idx": str(i)})
+        job = gapic_job(f"list-{batch}-{i}", code, {"batch": batch, "idx": str(i)})
         names.append(client.create_custom_job(parent=server.parent, custom_job=job).name)
     for name in names:
         wait_state(client, name)
@@ -186,7 +162,7 @@ def test_list_rejects_a_bad_filter(client: aiplatform_v1.JobServiceClient, serve
 
 def test_cancel_a_running_job(client: aiplatform_v1.JobServiceClient, server: ServerProcess) -> None:
     created = client.create_custom_job(
-        parent=server.parent, custom_job=container_job(unique("cancel"), LONG_RUNNING)
+        parent=server.parent, custom_job=gapic_job(unique("cancel"), LONG_RUNNING)
     )
     wait_state(client, created.name, {JobState.JOB_STATE_RUNNING})
 
@@ -211,7 +187,7 @@ def test_cancel_a_running_job(client: aiplatform_v1.JobServiceClient, server: Se
 def test_cancel_a_succeeded_job_is_a_failed_precondition(
     client: aiplatform_v1.JobServiceClient, server: ServerProcess
 ) -> None:
-    created = client.create_custom_job(parent=server.parent, custom_job=container_job(unique("done")))
+    created = client.create_custom_job(parent=server.parent, custom_job=gapic_job(unique("done")))
     assert wait_state(client, created.name).state == JobState.JOB_STATE_SUCCEEDED
     with pytest.raises(exceptions.BadRequest) as info:
         client.cancel_custom_job(name=created.name)
@@ -224,7 +200,7 @@ def test_cancel_a_succeeded_job_is_a_failed_precondition(
 def test_delete_is_an_lro_polled_under_ui(
     client: aiplatform_v1.JobServiceClient, server: ServerProcess, requested_paths: list[str]
 ) -> None:
-    created = client.create_custom_job(parent=server.parent, custom_job=container_job(unique("delete")))
+    created = client.create_custom_job(parent=server.parent, custom_job=gapic_job(unique("delete")))
     wait_state(client, created.name)
 
     operation = client.delete_custom_job(name=created.name)
@@ -253,20 +229,7 @@ def test_v1beta1_client_deletes_with_its_own_metadata_type(server: ServerProcess
     client = beta.JobServiceClient(
         transport="rest", credentials=AnonymousCredentials(), client_options={"api_endpoint": server.url}
     )
-    job = beta.CustomJob(
-        display_name=unique("beta"),
-        job_spec=beta.CustomJobSpec(
-            worker_pool_specs=[
-                beta.WorkerPoolSpec(
-                    machine_spec=beta.MachineSpec(machine_type="n1-standard-4"),
-                    replica_count=1,
-                    container_spec=beta.ContainerSpec(
-                        image_uri="python:3.11", command=[sys.executable, "-c", "pass"]
-                    ),
-                )
-            ]
-        ),
-    )
+    job = gapic_job(unique("beta"), api=beta)
     created = client.create_custom_job(parent=server.parent, custom_job=job)
     wait_for(
         lambda: client.get_custom_job(name=created.name).state == beta.JobState.JOB_STATE_SUCCEEDED,
@@ -291,7 +254,7 @@ def test_errors_map_to_api_core_exceptions(
     with pytest.raises(exceptions.NotFound):
         client.get_custom_job(name=f"{server.parent}/customJobs/not-a-number")
 
-    bad = container_job(unique("bad"))
+    bad = gapic_job(unique("bad"))
     bad.job_spec.worker_pool_specs[0].machine_spec.machine_type = "n9-imaginary-4"
     with pytest.raises(exceptions.BadRequest) as info:
         client.create_custom_job(parent=server.parent, custom_job=bad)
@@ -319,7 +282,7 @@ def test_errors_map_to_api_core_exceptions(
 
 
 def test_operation_mixins(client: aiplatform_v1.JobServiceClient, server: ServerProcess) -> None:
-    created = client.create_custom_job(parent=server.parent, custom_job=container_job(unique("ops")))
+    created = client.create_custom_job(parent=server.parent, custom_job=gapic_job(unique("ops")))
     wait_state(client, created.name)
     operation = client.delete_custom_job(name=created.name)
     operation.result(timeout=60)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -16,25 +15,19 @@ from google.cloud import aiplatform_v1, aiplatform_v1beta1
 from google.protobuf import empty_pb2, field_mask_pb2, json_format
 
 from tests.kinds.datasets.test_api import TEXT, TEXT_IMPORT, put, tabular
-from tests.support.rpc import NO_SERVICE, fields, gapic, grpc_server, judged_paths, status_of, violations
+from tests.support.rpc import (
+    assert_as_rest,
+    fields,
+    gapic,
+    grpc_fixtures,
+    judged_paths,
+    status_of,
+    violations,
+)
 from tests.support.server import ServerProcess
 from trainworks.kinds.datasets import rpc
 
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, grpc.Channel]]:
-    with grpc_server(tmp_path_factory.mktemp("datasets-grpc")) as opened:
-        yield opened
-
-
-@pytest.fixture(scope="module")
-def server(served: tuple[ServerProcess, grpc.Channel]) -> ServerProcess:
-    return served[0]
-
-
-@pytest.fixture(scope="module")
-def client(served: tuple[ServerProcess, grpc.Channel]) -> aiplatform_v1.DatasetServiceClient:
-    return gapic(aiplatform_v1.DatasetServiceClient, served[1])
+served, server, client = grpc_fixtures("datasets-grpc", aiplatform_v1.DatasetServiceClient)
 
 
 def unique() -> str:
@@ -159,8 +152,7 @@ def test_list_filters_orders_and_pages(
     assert fields(caught.value) == ["filter"]
     with server.client() as http:
         rest = http.get(f"/v1/{server.parent}/datasets", params={"filter": "state=RUNNING"}).json()["error"]
-    assert caught.value.message == rest["message"]
-    assert json_format.MessageToDict(status_of(caught.value))["details"] == rest["details"]
+    assert_as_rest(caught.value, rest)
 
 
 def test_v1beta1(served: tuple[ServerProcess, grpc.Channel]) -> None:
@@ -207,4 +199,4 @@ def test_auth_judges_an_update_by_the_name_in_its_body() -> None:
         client = gapic(aiplatform_v1beta1.DatasetServiceClient, channel)
         return client.update_dataset(dataset={"name": name}, update_mask={"paths": ["labels"]})
 
-    assert judged_paths(rpc.bindings(NO_SERVICE), update) == [f"/v1beta1/{name}"]
+    assert judged_paths(rpc.bindings, update) == [f"/v1beta1/{name}"]

@@ -8,7 +8,6 @@ same error as REST."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -18,27 +17,14 @@ from google.cloud import aiplatform_v1, aiplatform_v1beta1
 from google.protobuf import empty_pb2, json_format
 
 from tests.kinds.models.test_api import IMAGE, put_files
-from tests.support.rpc import NO_SERVICE, fields, gapic, grpc_server, judged_paths, status_of
+from tests.support.rpc import assert_as_rest, fields, gapic, grpc_fixtures, judged_paths, not_found
 from tests.support.server import LOCATION, PROJECT, ServerProcess
 from trainworks.kinds.models import rpc
 
 ELSEWHERE = "europe-west4"
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, grpc.Channel]]:
-    with grpc_server(tmp_path_factory.mktemp("models-grpc")) as opened:
-        yield opened
-
-
-@pytest.fixture(scope="module")
-def server(served: tuple[ServerProcess, grpc.Channel]) -> ServerProcess:
-    return served[0]
-
-
-@pytest.fixture(scope="module")
-def client(served: tuple[ServerProcess, grpc.Channel]) -> aiplatform_v1.ModelServiceClient:
-    return gapic(aiplatform_v1.ModelServiceClient, served[1])
+served, server, client = grpc_fixtures("models-grpc", aiplatform_v1.ModelServiceClient)
 
 
 def unique(prefix: str) -> str:
@@ -131,8 +117,7 @@ def test_list_filters_orders_and_pages(
     assert fields(caught.value) == ["order_by"]
     with server.client() as http:
         rest = http.get(f"/v1/{server.parent}/models", params={"orderBy": "size"}).json()["error"]
-    assert caught.value.message == rest["message"]
-    assert json_format.MessageToDict(status_of(caught.value))["details"] == rest["details"]
+    assert_as_rest(caught.value, rest)
 
 
 def test_copy_into_another_location(client: aiplatform_v1.ModelServiceClient, server: ServerProcess) -> None:
@@ -170,10 +155,7 @@ def test_v1beta1_lists_without_order_by(served: tuple[ServerProcess, grpc.Channe
 
 def test_errors(client: aiplatform_v1.ModelServiceClient, server: ServerProcess) -> None:
     unknown = f"{server.parent}/models/does-not-exist"
-    for call in (client.get_model, client.delete_model, client.list_model_versions):
-        with pytest.raises(exceptions.NotFound) as caught:
-            call(name=unknown)
-        assert status_of(caught.value).code == grpc.StatusCode.NOT_FOUND.value[0]
+    not_found((client.get_model, client.delete_model, client.list_model_versions), unknown)
     with pytest.raises(exceptions.NotFound):
         upload(client, server, "m", parent_model=unknown)
 
@@ -210,4 +192,4 @@ def test_auth_judges_an_update_by_the_name_in_its_body() -> None:
         client = gapic(aiplatform_v1.ModelServiceClient, channel)
         return client.update_model(model={"name": name}, update_mask={"paths": ["labels"]})
 
-    assert judged_paths(rpc.bindings(NO_SERVICE), update) == [f"/v1/{name}"]
+    assert judged_paths(rpc.bindings, update) == [f"/v1/{name}"]

@@ -5,7 +5,6 @@ resource, cancel, delete; the same operations and pages as REST gives."""
 from __future__ import annotations
 
 import datetime
-import sys
 import time
 from collections.abc import Iterator
 
@@ -14,35 +13,18 @@ import httpx
 import pytest
 from google.api_core import exceptions
 from google.cloud import aiplatform_v1
-from google.cloud.aiplatform_v1.services.job_service.transports.grpc import JobServiceGrpcTransport
 from google.longrunning import operations_pb2
 from google.protobuf import duration_pb2, json_format
 
-from tests.support.server import LOCATION, PROJECT, ServerProcess, free_port, wait_for
+from tests.support.jobs import gapic_job
+from tests.support.rpc import fields, grpc_fixtures
+from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
 from trainworks.store.database import Database
 
-
-@pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[ServerProcess]:
-    proc = ServerProcess(home=tmp_path_factory.mktemp("ops"), args=["--grpc-port", str(grpc_port)]).start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture(scope="module")
-def client(server: ServerProcess, grpc_port: int) -> Iterator[aiplatform_v1.JobServiceClient]:
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-        yield aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
+served, server, client = grpc_fixtures("ops", aiplatform_v1.JobServiceClient)
 
 
 @pytest.fixture(scope="module")
@@ -54,20 +36,7 @@ def http(server: ServerProcess) -> Iterator[httpx.Client]:
 @pytest.fixture(scope="module")
 def deleted(client: aiplatform_v1.JobServiceClient, server: ServerProcess) -> tuple[str, str]:
     """(job name, the name of its finished delete operation)."""
-    job = aiplatform_v1.CustomJob(
-        display_name="ops",
-        job_spec=aiplatform_v1.CustomJobSpec(
-            worker_pool_specs=[
-                aiplatform_v1.WorkerPoolSpec(
-                    machine_spec=aiplatform_v1.MachineSpec(machine_type="n1-standard-4"),
-                    replica_count=1,
-                    container_spec=aiplatform_v1.ContainerSpec(
-                        image_uri="python:3.11", command=[sys.executable, "-c", "pass"]
-                    ),
-                )
-            ]
-        ),
-    )
+    job = gapic_job("ops")
     created = client.create_custom_job(parent=server.parent, custom_job=job)
     wait_for(
         lambda: client.get_custom_job(name=created.name).state.name == "JOB_STATE_SUCCEEDED",
@@ -167,8 +136,7 @@ def test_a_name_of_no_operation_is_invalid_argument(
 ) -> None:
     with pytest.raises(exceptions.InvalidArgument) as caught:
         client.get_operation(request={"name": name})
-    fields = [v.field for d in caught.value.details for v in getattr(d, "field_violations", [])]
-    assert fields == ["name"]
+    assert fields(caught.value) == ["name"]
 
 
 def test_a_bad_page_token_is_the_rest_error(
@@ -181,13 +149,13 @@ def test_a_bad_page_token_is_the_rest_error(
     assert caught.value.message == rest["message"]
 
 
-def test_the_raw_stub_answers_the_official_messages(server: ServerProcess, grpc_port: int) -> None:
+def test_the_raw_stub_answers_the_official_messages(served: tuple[ServerProcess, grpc.Channel]) -> None:
     """Any gRPC client, not only the GAPIC one: the service by its full name."""
-    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-        list_operations = channel.unary_unary(
-            "/google.longrunning.Operations/ListOperations",
-            request_serializer=operations_pb2.ListOperationsRequest.SerializeToString,
-            response_deserializer=operations_pb2.ListOperationsResponse.FromString,
-        )
-        answer = list_operations(operations_pb2.ListOperationsRequest(name=server.parent, page_size=1))
+    server, channel = served
+    list_operations = channel.unary_unary(
+        "/google.longrunning.Operations/ListOperations",
+        request_serializer=operations_pb2.ListOperationsRequest.SerializeToString,
+        response_deserializer=operations_pb2.ListOperationsResponse.FromString,
+    )
+    answer = list_operations(operations_pb2.ListOperationsRequest(name=server.parent, page_size=1))
     assert isinstance(answer, operations_pb2.ListOperationsResponse)

@@ -6,7 +6,6 @@ the same error as REST."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -16,31 +15,16 @@ from google.cloud import aiplatform_v1, aiplatform_v1beta1
 from google.protobuf import empty_pb2, json_format
 
 from tests.kinds.persistent_resources.test_api import kill_zygotes
-from tests.support.rpc import NO_SERVICE, fields, gapic, grpc_server, judged_paths, status_of
+from tests.support.rpc import assert_as_rest, fields, gapic, grpc_fixtures, judged_paths, not_found
 from tests.support.server import ServerProcess
 from trainworks.kinds.persistent_resources import rpc
 
 State = aiplatform_v1.PersistentResource.State
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, grpc.Channel]]:
-    home = tmp_path_factory.mktemp("persistent-grpc")
-    try:
-        with grpc_server(home) as opened:
-            yield opened
-    finally:
-        kill_zygotes(home)
-
-
-@pytest.fixture(scope="module")
-def server(served: tuple[ServerProcess, grpc.Channel]) -> ServerProcess:
-    return served[0]
-
-
-@pytest.fixture(scope="module")
-def resources(served: tuple[ServerProcess, grpc.Channel]) -> aiplatform_v1.PersistentResourceServiceClient:
-    return gapic(aiplatform_v1.PersistentResourceServiceClient, served[1])
+served, server, resources = grpc_fixtures(
+    "persistent-grpc", aiplatform_v1.PersistentResourceServiceClient, cleanup=kill_zygotes
+)
 
 
 def unique(prefix: str) -> str:
@@ -121,14 +105,12 @@ def test_v1beta1(served: tuple[ServerProcess, grpc.Channel]) -> None:
 
 def test_errors(resources: aiplatform_v1.PersistentResourceServiceClient, server: ServerProcess) -> None:
     unknown = f"{server.parent}/persistentResources/nothing-here"
-    for call in (
+    calls = (
         resources.get_persistent_resource,
         resources.delete_persistent_resource,
         resources.reboot_persistent_resource,
-    ):
-        with pytest.raises(exceptions.NotFound) as caught:
-            call(name=unknown)
-        assert status_of(caught.value).code == grpc.StatusCode.NOT_FOUND.value[0]
+    )
+    not_found(calls, unknown)
 
     bad = aiplatform_v1.PersistentResource(resource_pools=[pool(replicas=0)])
     with pytest.raises(exceptions.InvalidArgument) as caught:
@@ -141,8 +123,7 @@ def test_errors(resources: aiplatform_v1.PersistentResourceServiceClient, server
         rest = http.post(
             f"/v1/{server.parent}/persistentResources", params={"persistentResourceId": "Bad_ID"}, json=body
         ).json()["error"]
-    assert caught.value.message == rest["message"]
-    assert json_format.MessageToDict(status_of(caught.value))["details"] == rest["details"]
+    assert_as_rest(caught.value, rest)
 
     taken = unique("dup")
     good = aiplatform_v1.PersistentResource(resource_pools=[pool()])
@@ -172,4 +153,4 @@ def test_auth_judges_an_update_by_the_name_in_its_body() -> None:
             persistent_resource={"name": name}, update_mask={"paths": ["labels"]}
         )
 
-    assert judged_paths(rpc.bindings(NO_SERVICE), update) == [f"/v1/{name}"]
+    assert judged_paths(rpc.bindings, update) == [f"/v1/{name}"]

@@ -6,7 +6,6 @@ INVALID_ARGUMENT with field violations; the same pipeline and the same error as 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -16,28 +15,15 @@ from google.cloud import aiplatform_v1, aiplatform_v1beta1
 from google.protobuf import empty_pb2, json_format
 
 from tests.kinds.training_pipelines.test_api import CUSTOM_TASK, PIPELINE_TERMINAL
-from tests.support.jobs import python_pool
-from tests.support.rpc import fields, gapic, grpc_server, status_of
-from tests.support.server import ServerProcess, wait_for
+from tests.support.jobs import python_pool, wait_for_state
+from tests.support.rpc import assert_as_rest, fields, gapic, grpc_fixtures, not_found
+from tests.support.server import ServerProcess
 
 PipelineState = aiplatform_v1.PipelineState
 LONG_RUNNING = "import time; time.sleep(600)"
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, grpc.Channel]]:
-    with grpc_server(tmp_path_factory.mktemp("pipelines-grpc")) as opened:
-        yield opened
-
-
-@pytest.fixture(scope="module")
-def server(served: tuple[ServerProcess, grpc.Channel]) -> ServerProcess:
-    return served[0]
-
-
-@pytest.fixture(scope="module")
-def pipelines(served: tuple[ServerProcess, grpc.Channel]) -> aiplatform_v1.PipelineServiceClient:
-    return gapic(aiplatform_v1.PipelineServiceClient, served[1])
+served, server, pipelines = grpc_fixtures("pipelines-grpc", aiplatform_v1.PipelineServiceClient)
 
 
 def pipeline(code: str, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -52,13 +38,7 @@ def pipeline(code: str, labels: dict[str, str] | None = None, **extra: Any) -> d
 
 
 def wait_state(client: Any, name: str, states: set[str] | None = None) -> Any:
-    wanted = states or PIPELINE_TERMINAL
-
-    def check() -> Any:
-        got = client.get_training_pipeline(name=name)
-        return got if got.state.name in wanted else None
-
-    return wait_for(check, timeout=120, what=f"{name} to reach {sorted(wanted)}")
+    return wait_for_state(client.get_training_pipeline, name, states or PIPELINE_TERMINAL)
 
 
 def test_a_pipeline_runs_to_success_then_is_deleted(
@@ -126,15 +106,13 @@ def test_v1beta1(served: tuple[ServerProcess, grpc.Channel]) -> None:
 
 def test_not_found(pipelines: aiplatform_v1.PipelineServiceClient, server: ServerProcess) -> None:
     unknown = f"{server.parent}/trainingPipelines/123456789"
-    for call in (
+    calls = (
         pipelines.get_training_pipeline,
         pipelines.cancel_training_pipeline,
         pipelines.delete_training_pipeline,
-    ):
-        with pytest.raises(exceptions.NotFound) as caught:
-            call(name=unknown)
-        assert caught.value.message.endswith("/trainingPipelines/123456789 not found."), caught.value.message
-        assert status_of(caught.value).code == grpc.StatusCode.NOT_FOUND.value[0]
+    )
+    for error in not_found(calls, unknown):
+        assert error.message.endswith("/trainingPipelines/123456789 not found."), error.message
 
 
 def test_invalid_argument_names_the_field(
@@ -154,8 +132,7 @@ def test_invalid_argument_names_the_field(
     )
     with server.client() as http:
         rest = http.post(f"/v1/{server.parent}/trainingPipelines", json=body).json()["error"]
-    assert caught.value.message == rest["message"]
-    assert json_format.MessageToDict(status_of(caught.value))["details"] == rest["details"]
+    assert_as_rest(caught.value, rest)
 
     with pytest.raises(exceptions.InvalidArgument) as caught:
         pipelines.create_training_pipeline(

@@ -6,7 +6,6 @@ the same error as REST."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +16,14 @@ from google.cloud import aiplatform_v1, aiplatform_v1beta1
 from google.protobuf import empty_pb2, json_format
 
 from tests.kinds.tuning_jobs.test_api import TERMINAL, TRIAL, tuning_body
-from tests.support.rpc import fields, gapic, grpc_server, status_of
-from tests.support.server import ServerProcess, wait_for
+from tests.support.jobs import wait_for_state
+from tests.support.rpc import assert_as_rest, fields, gapic, grpc_fixtures, not_found
+from tests.support.server import ServerProcess
 
 JobState = aiplatform_v1.JobState
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, grpc.Channel]]:
-    with grpc_server(tmp_path_factory.mktemp("tuning-grpc")) as opened:
-        yield opened
-
-
-@pytest.fixture(scope="module")
-def server(served: tuple[ServerProcess, grpc.Channel]) -> ServerProcess:
-    return served[0]
-
-
-@pytest.fixture(scope="module")
-def client(served: tuple[ServerProcess, grpc.Channel]) -> aiplatform_v1.JobServiceClient:
-    return gapic(aiplatform_v1.JobServiceClient, served[1])
+served, server, client = grpc_fixtures("tuning-grpc", aiplatform_v1.JobServiceClient)
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +43,7 @@ def study(script: Path, labels: dict[str, str] | None = None, **options: Any) ->
 
 
 def wait_done(client: Any, name: str) -> Any:
-    def check() -> Any:
-        job = client.get_hyperparameter_tuning_job(name=name)
-        return job if job.state.name in TERMINAL else None
-
-    return wait_for(check, timeout=180, what=f"{name} to finish")
+    return wait_for_state(client.get_hyperparameter_tuning_job, name, TERMINAL, timeout=180)
 
 
 def test_a_study_runs_to_success(
@@ -131,15 +114,13 @@ def test_v1beta1(served: tuple[ServerProcess, grpc.Channel], trial_script: Path)
 
 def test_not_found(client: aiplatform_v1.JobServiceClient, server: ServerProcess) -> None:
     unknown = f"{server.parent}/hyperparameterTuningJobs/123456789"
-    for call in (
+    calls = (
         client.get_hyperparameter_tuning_job,
         client.cancel_hyperparameter_tuning_job,
         client.delete_hyperparameter_tuning_job,
-    ):
-        with pytest.raises(exceptions.NotFound) as caught:
-            call(name=unknown)
-        assert caught.value.message.endswith("/hyperparameterTuningJobs/123456789 not found.")
-        assert status_of(caught.value).code == grpc.StatusCode.NOT_FOUND.value[0]
+    )
+    for error in not_found(calls, unknown):
+        assert error.message.endswith("/hyperparameterTuningJobs/123456789 not found.")
 
 
 def test_invalid_argument_names_the_field(
@@ -155,5 +136,4 @@ def test_invalid_argument_names_the_field(
     assert any(f.startswith("study_spec.metrics") for f in fields(caught.value))
     with server.client() as http:
         rest = http.post(f"/v1/{server.parent}/hyperparameterTuningJobs", json=body).json()["error"]
-    assert json_format.MessageToDict(status_of(caught.value)).get("details") == rest["details"]
-    assert caught.value.message == rest["message"]
+    assert_as_rest(caught.value, rest)
