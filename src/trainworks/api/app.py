@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from trainworks import __version__
 from trainworks.api import limits, openapi, rpc_guard
 from trainworks.api.auth import auth_middleware
-from trainworks.api.errors import error_body, install_error_handlers
+from trainworks.api.errors import error_body, install_error_handlers, unexpected_error
 from trainworks.api.state import required
 from trainworks.capacity.routes import router as capacity_router
 from trainworks.config import Settings
@@ -120,7 +120,7 @@ def grpc_server(app: FastAPI, settings: Settings, services: Services) -> RpcServ
         settings.grpc_port,
         bindings,
         rpc_guard.authorizer(app),
-        rpc_guard.unexpected_error,
+        unexpected_error,
         max_message_bytes=settings.max_request_bytes,
         tls=settings.tls,
     )

@@ -57,6 +57,18 @@ def gcs_error(exc: StorageError) -> Response:
     return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
 
+def unexpected_error(exc: Exception) -> ApiError:
+    """The answer to a failure that is no ApiError, over REST and gRPC alike."""
+    passing = database_unavailable(exc)
+    if passing is not None:
+        # SQLite's write lock held past busy_timeout, or the database server unreachable: retryable, not a
+        # fault of the server.
+        log.warning("database %s, answered UNAVAILABLE: %s", passing, exc)
+        return ApiError(Code.UNAVAILABLE, f"The database is {passing}. Retry the request.")
+    log.exception("internal error", exc_info=exc)
+    return ApiError(Code.INTERNAL, "Internal error encountered. The error was logged by the server.")
+
+
 def error_response(error: ApiError) -> JSONResponse:
     status = error.code.http_status
     return JSONResponse(error_body(status, error.code, error.message, error.details()), status_code=status)
@@ -103,19 +115,4 @@ def install_error_handlers(app: FastAPI) -> None:
         try:
             return await call_next(request)
         except Exception as exc:
-            passing = database_unavailable(exc)
-            if passing is not None:
-                # SQLite's write lock held past busy_timeout, or the database server unreachable: retryable,
-                # not a fault of the server.
-                log.warning("database %s, answered 503: %s", passing, exc)
-                return JSONResponse(
-                    error_body(503, Code.UNAVAILABLE, f"The database is {passing}. Retry the request."),
-                    status_code=503,
-                )
-            log.exception("internal error", exc_info=exc)
-            return JSONResponse(
-                error_body(
-                    500, Code.INTERNAL, "Internal error encountered. The error was logged by the server."
-                ),
-                status_code=500,
-            )
+            return error_response(unexpected_error(exc))

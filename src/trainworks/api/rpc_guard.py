@@ -1,4 +1,5 @@
-"""The HTTP app's rules applied to gRPC calls (kernel/rpc.py): who may call what, and unexpected failures.
+"""The HTTP app's rules applied to gRPC calls (kernel/rpc.py): who may call what (unexpected failures get
+api/errors.py's `unexpected_error`, as over REST).
 
 A call is judged exactly as the REST request for the same resource would be: api/auth.py's `refusal` reads a
 connection, so the call is presented as one, with the REST path of the resource its request names, its
@@ -8,7 +9,6 @@ metadata as the headers (`authorization: Bearer ...`, `x-goog-api-key`; gRPC has
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from fastapi import FastAPI
@@ -18,10 +18,6 @@ from trainworks.api.auth import refusal
 from trainworks.api.peer_identity import is_loopback
 from trainworks.kernel.errors import ApiError
 from trainworks.kernel.rpc import Authorize, RpcCall
-from trainworks.kernel.status import Code
-from trainworks.store.database import database_unavailable
-
-log = logging.getLogger(__name__)
 
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 
@@ -53,13 +49,3 @@ def authorizer(app: FastAPI) -> Authorize:
         return refusal(HTTPConnection(scope))
 
     return refusal_of
-
-
-def unexpected_error(exc: Exception) -> ApiError:
-    """The answer to a failure that is no ApiError, with the code and message api/errors.py gives REST."""
-    passing = database_unavailable(exc)
-    if passing is not None:
-        log.warning("database %s, answered UNAVAILABLE: %s", passing, exc)
-        return ApiError(Code.UNAVAILABLE, f"The database is {passing}. Retry the request.")
-    log.exception("internal error", exc_info=exc)
-    return ApiError(Code.INTERNAL, "Internal error encountered. The error was logged by the server.")

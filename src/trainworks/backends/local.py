@@ -42,7 +42,7 @@ HOME_LAYER = ".trainworks-home"
 #: The replica's own /tmp and /var/tmp (sandbox.py binds them), inside its run folder; gone when it ends.
 REPLICA_TMP = ".trainworks-tmp"
 #: The host's temporary folders: each replica gets its own (`serve --replica-tmp shared`: the host's).
-HOST_TMP = (Path("/tmp"), Path("/var/tmp"))
+HOST_TMP = tuple(Path(target) for _, target in sandbox.PRIVATE_TMP)
 #: How a podman replica's container ended, as podman told it before the container was removed.
 CONTAINER_RECORD = "container.json"
 

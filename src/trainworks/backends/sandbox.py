@@ -79,7 +79,7 @@ _OWN_TREES = ("/proc", "/dev", "/sys/fs/cgroup")
 # survives them.
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # A replica's own temporary folders (plan "tmp"): the folder under its tmp root, and where it is bound.
-_PRIVATE_TMP = (("tmp", "/tmp"), ("var-tmp", "/var/tmp"))
+PRIVATE_TMP = (("tmp", "/tmp"), ("var-tmp", "/var/tmp"))
 
 _libc: ctypes.CDLL | None = None
 
@@ -361,7 +361,7 @@ class _Mounts:
         host's, as a separate machine's would be. Nothing of the host's /tmp shows (other jobs' files, other
         programs' sockets, a server installed there: that is bound back read-only like a masked one)."""
         sources = []
-        for name, target in _PRIVATE_TMP:
+        for name, target in PRIVATE_TMP:
             folder = os.path.join(root, name)
             os.makedirs(folder, exist_ok=True)
             os.chmod(folder, 0o1777)

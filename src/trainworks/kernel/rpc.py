@@ -208,6 +208,16 @@ def bind_collection(
     return Binding(rpcs, api_version, handlers, names)
 
 
+def bind_vertex(
+    collection: Collection[S], service: S, service_name: str, routes: Mapping[str, Route]
+) -> list[Binding]:
+    """A Vertex service's RPCs of `routes` (bind_collection), served at every API version."""
+    return [
+        bind_collection(collection, service, vertex_service(version, service_name), version, routes)
+        for version in VERSIONS
+    ]
+
+
 def _route_handler(
     collection: Collection[S],
     method: Method[S],

@@ -3,7 +3,7 @@ REST route (routes.py's CUSTOM_JOBS) with the arguments that route passes (kerne
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import VERSIONS, Binding, Route, bind_collection, vertex_service
+from trainworks.kernel.rpc import Binding, Route, bind_vertex
 from trainworks.kinds.custom_jobs.routes import CUSTOM_JOBS
 from trainworks.kinds.custom_jobs.service import CustomJobService
 
@@ -18,7 +18,4 @@ ROUTES = {
 
 
 def bindings(custom_jobs: CustomJobService) -> list[Binding]:
-    return [
-        bind_collection(CUSTOM_JOBS, custom_jobs, vertex_service(version, "JobService"), version, ROUTES)
-        for version in VERSIONS
-    ]
+    return bind_vertex(CUSTOM_JOBS, custom_jobs, "JobService", ROUTES)

@@ -5,7 +5,7 @@ served (no REST routes either)."""
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import ALL, VERSIONS, Binding, Route, bind_collection, vertex_service
+from trainworks.kernel.rpc import ALL, Binding, Route, bind_vertex
 from trainworks.kinds.datasets.routes import DATASETS
 from trainworks.kinds.datasets.service import DatasetService
 
@@ -22,7 +22,4 @@ ROUTES = {
 
 
 def bindings(datasets: DatasetService) -> list[Binding]:
-    return [
-        bind_collection(DATASETS, datasets, vertex_service(version, "DatasetService"), version, ROUTES)
-        for version in VERSIONS
-    ]
+    return bind_vertex(DATASETS, datasets, "DatasetService", ROUTES)

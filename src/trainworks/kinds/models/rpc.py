@@ -5,7 +5,7 @@ as the REST path may."""
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import ALL, VERSIONS, Binding, Route, bind_collection, vertex_service
+from trainworks.kernel.rpc import ALL, Binding, Route, bind_vertex
 from trainworks.kinds.models.routes import MODELS
 from trainworks.kinds.models.service import ModelService
 
@@ -25,7 +25,4 @@ ROUTES = {
 
 
 def bindings(models: ModelService) -> list[Binding]:
-    return [
-        bind_collection(MODELS, models, vertex_service(version, "ModelService"), version, ROUTES)
-        for version in VERSIONS
-    ]
+    return bind_vertex(MODELS, models, "ModelService", ROUTES)

@@ -4,7 +4,7 @@ Every change answers a long-running operation, as over REST."""
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import VERSIONS, Binding, Route, bind_collection, vertex_service
+from trainworks.kernel.rpc import Binding, Route, bind_vertex
 from trainworks.kinds.persistent_resources.routes import PERSISTENT_RESOURCES
 from trainworks.kinds.persistent_resources.service import PersistentResourceService
 
@@ -22,13 +22,4 @@ ROUTES = {
 
 
 def bindings(resources: PersistentResourceService) -> list[Binding]:
-    return [
-        bind_collection(
-            PERSISTENT_RESOURCES,
-            resources,
-            vertex_service(version, "PersistentResourceService"),
-            version,
-            ROUTES,
-        )
-        for version in VERSIONS
-    ]
+    return bind_vertex(PERSISTENT_RESOURCES, resources, "PersistentResourceService", ROUTES)

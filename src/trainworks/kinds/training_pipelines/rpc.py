@@ -4,7 +4,7 @@ by the method of the REST route (routes.py's TRAINING_PIPELINES) with the argume
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import VERSIONS, Binding, Route, bind_collection, vertex_service
+from trainworks.kernel.rpc import Binding, Route, bind_vertex
 from trainworks.kinds.training_pipelines.routes import TRAINING_PIPELINES
 from trainworks.kinds.training_pipelines.service import TrainingPipelineService
 
@@ -19,9 +19,4 @@ ROUTES = {
 
 
 def bindings(pipelines: TrainingPipelineService) -> list[Binding]:
-    return [
-        bind_collection(
-            TRAINING_PIPELINES, pipelines, vertex_service(version, "PipelineService"), version, ROUTES
-        )
-        for version in VERSIONS
-    ]
+    return bind_vertex(TRAINING_PIPELINES, pipelines, "PipelineService", ROUTES)

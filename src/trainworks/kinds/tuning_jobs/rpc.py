@@ -3,7 +3,7 @@ method of the REST route (routes.py's TUNING_JOBS) with the arguments that route
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import VERSIONS, Binding, Route, bind_collection, vertex_service
+from trainworks.kernel.rpc import Binding, Route, bind_vertex
 from trainworks.kinds.tuning_jobs.routes import TUNING_JOBS
 from trainworks.kinds.tuning_jobs.service import TuningJobService
 
@@ -18,7 +18,4 @@ ROUTES = {
 
 
 def bindings(tuning_jobs: TuningJobService) -> list[Binding]:
-    return [
-        bind_collection(TUNING_JOBS, tuning_jobs, vertex_service(version, "JobService"), version, ROUTES)
-        for version in VERSIONS
-    ]
+    return bind_vertex(TUNING_JOBS, tuning_jobs, "JobService", ROUTES)
