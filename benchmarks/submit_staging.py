@@ -329,8 +329,8 @@ def submit_trial(
         with TrainworksClient(url) as client:
             job = client.create_custom_job(f"projects/{common.PROJECT}/locations/{REGION}", body)
         out["create"] = time.perf_counter() - t0
-        created.append(job["name"])
-        names.append(job["name"])
+        created.append(job.name)
+        names.append(job.name)
 
     in_order(reverse, submitter, baseline)
     for name in names:

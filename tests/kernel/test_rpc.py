@@ -27,6 +27,7 @@ from trainworks.kernel.rpc import (
     RpcServer,
     bind_collection,
     descriptor_service,
+    job_routes,
     parse_name,
     peer_address,
     vertex_service,
@@ -163,6 +164,10 @@ def test_a_route_or_field_that_does_not_exist_fails_at_binding() -> None:
         bind_collection(JOBS, Jobs(), service, "v1", {"GetCustomJob": Route("no_such_route")})
     with pytest.raises(ValueError, match="no field 'job'"):
         bind_collection(JOBS, Jobs(), service, "v1", {"CreateCustomJob": Route("create", body="job")})
+
+
+def test_job_routes_name_the_five_rpcs_of_a_job_collection() -> None:
+    assert job_routes("CustomJob", "CustomJobs", body="custom_job") == ROUTES
 
 
 @pytest.fixture

@@ -148,9 +148,9 @@ def test_walk_skips_a_stocked_out_region_and_clamps_workers_to_the_quota(
 
     # The job carries the run id and the walk; its two replicas split the items without a coordinator.
     job = handle.job
-    assert job["labels"]["trainworks-run-id"] == run_id
-    assert job["labels"]["trainworks-capacity"] == "us-east1_skipped__us-west1_submitted"
-    assert job["labels"]["team"] == "demand"
+    assert job.labels["trainworks-run-id"] == run_id
+    assert job.labels["trainworks-capacity"] == "us-east1_skipped__us-west1_submitted"
+    assert job.labels["team"] == "demand"
     lines = sorted(events.task_lines(), key=lambda line: line["rank"])
     assert [(line["rank"], line["world"]) for line in lines] == [(0, 2), (1, 2)]
     assert sorted(lines[0]["shard"] + lines[1]["shard"]) == list(range(10))
@@ -184,7 +184,7 @@ def test_a_stockout_seen_after_create_cancels_the_job_and_moves_on(
         assert (first.region, first.outcome) == ("us-east1", "stockout")
         assert "stock-out in us-east1" in first.detail
         cancelled = first.detail.rsplit("cancelled ", 1)[1].rstrip(")")
-        assert target.get_custom_job(cancelled)["state"] in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+        assert target.get_custom_job(cancelled).state.name in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
         assert "/us-west1/" in job_name and handle.state == "JOB_STATE_SUCCEEDED"
     finally:
         target.close()
@@ -255,7 +255,7 @@ def test_the_same_submitter_drives_the_official_client(
         target.close()
     assert handle.state == "JOB_STATE_SUCCEEDED" and "/us-west1/" in job_name
     assert handle.ledger.preflight == []  # Vertex AI has no preflight: the walk learns from create errors
-    assert handle.job["jobSpec"]["workerPoolSpecs"][1]["replicaCount"] == "1"
+    assert handle.job.job_spec is not None and handle.job.job_spec.worker_pool_specs[1].replica_count == 1
 
 
 def test_cli_submit_follows_and_prints_the_handle(regions_server: ServerProcess, tmp_path: Path) -> None:
@@ -355,7 +355,7 @@ def test_following_reports_a_stall_then_gives_up_waiting(regions_server: ServerP
                 ]
             },
         }
-        name = target.create_custom_job("us-east1", body)["name"]
+        name = target.create_custom_job("us-east1", body).name
         events = StallRecorder()
         settings = FollowSettings(wait_timeout=1.0, stall_grace=0.25, poll_interval=0.05, stream_logs=False)
         with pytest.raises(FollowTimeout) as info:
@@ -364,7 +364,7 @@ def test_following_reports_a_stall_then_gives_up_waiting(regions_server: ServerP
         assert events.stalls and all(state == "JOB_STATE_QUEUED" for state, _ in events.stalls)
         assert all(seconds >= 0.25 for _, seconds in events.stalls)
         assert len(events.stalls) <= 4  # once per grace period, not once per poll
-        assert target.get_custom_job(name)["state"] == "JOB_STATE_QUEUED"
+        assert target.get_custom_job(name).state.name == "JOB_STATE_QUEUED"
         assert "stock-out" in (target.waiting_reason(name) or "")
         target.cancel_custom_job(name)
     finally:

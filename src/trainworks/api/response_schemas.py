@@ -38,8 +38,16 @@ _TIME: dict[str, Any] = {
 _DECIMAL: dict[str, Any] = {"type": "string", "pattern": r"^[0-9]+$"}  # GCS int64/uint64 fields
 
 
-def _object(required: list[str], optional: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
-    """A closed object: `fields` (those named in `required` always present) plus `optional` ones."""
+def _object(optional: dict[str, Any] | None = None, /, **fields: Any) -> dict[str, Any]:
+    """A closed object: `fields`, always present, plus `optional` ones."""
+    return _object_requiring(list(fields), optional, **fields)
+
+
+def _object_requiring(
+    required: list[str], optional: dict[str, Any] | None = None, **fields: Any
+) -> dict[str, Any]:
+    """A closed object: `fields` plus `optional` ones, where `required` lists the fields always present in
+    an order of its own."""
     properties = {**fields, **(optional or {})}
     return {"type": "object", "required": required, "properties": properties, "additionalProperties": False}
 
@@ -54,7 +62,6 @@ _BILLED_TO: dict[str, Any] = {"anyOf": [_STR, {"type": "array", "items": _STR}]}
 def _group(key: str) -> dict[str, Any]:
     """costs/service.py _group_wire: a machine shape of a pool (`pool`) or resource pool (`resourcePool`)."""
     return _object(
-        [key, "machineType", "spot", "intervals", *_TOTALS_REQUIRED],
         {
             "acceleratorType": _STR,
             "acceleratorCount": _INT,
@@ -67,7 +74,7 @@ def _group(key: str) -> dict[str, Any]:
     )
 
 
-_JOB_COST = _object(
+_JOB_COST = _object_requiring(
     ["currency", "spot", *_TOTALS_REQUIRED, "running", "asOf", "pools"],
     {"coveredUsd": _NUM, "billedTo": _BILLED_TO},
     currency={"const": "USD"},
@@ -77,7 +84,7 @@ _JOB_COST = _object(
     pools={"type": "array", "items": _group("pool")},
     **_TOTALS,
 )
-_COST_ROW = _object(
+_COST_ROW = _object_requiring(
     ["name", "kind", "displayName", "state", "spot", *_TOTALS_REQUIRED, "running"],
     {
         "createTime": _TIME,
@@ -99,17 +106,15 @@ _COST_ROW = _object(
     **_TOTALS,
 )
 COSTS = _object(
-    ["by", "currency", "asOf", "pricing", "rows", "totals"],
     by={"enum": ["job", "resource"]},
     currency={"const": "USD"},
     asOf=_TIME,
     pricing=_STR,
     rows={"type": "array", "items": _COST_ROW},
-    totals=_object(["count", *_TOTALS_REQUIRED], {"coveredUsd": _NUM}, count=_INT, **_TOTALS),
+    totals=_object({"coveredUsd": _NUM}, count=_INT, **_TOTALS),
 )
 
 _REPLICA = _object(
-    ["task", "attempt", "phase", "address", "restarts"],
     {
         "pid": _INT,
         "exitCode": _INT,
@@ -124,9 +129,8 @@ _REPLICA = _object(
     address=_STR,
     restarts=_INT,
 )
-_RESTART = _object(["attempt", "kind", "reason", "time"], attempt=_INT, kind=_STR, reason=_STR, time=_TIME)
+_RESTART = _object(attempt=_INT, kind=_STR, reason=_STR, time=_TIME)
 JOB_STATUS = _object(
-    ["name", "state", "attempt", "priority", "restarts", "replicas", "cost"],
     {"zone": _STR, "waitingReason": _STR},
     name={"type": "string", "pattern": r"^projects/[^/]+/locations/[^/]+/customJobs/[0-9]+$"},
     state={"type": "string", "pattern": "^JOB_STATE_[A-Z_]+$"},
@@ -136,33 +140,20 @@ JOB_STATUS = _object(
     replicas={"type": "array", "items": _REPLICA},
     cost=_JOB_COST,
 )
-PREEMPTED = _object(["preempted"], preempted={"type": "array", "items": _STR})
-TENSORBOARD = _object(["name", "logDir"], {"localPath": _STR}, name=_STR, logDir=_STR)
+PREEMPTED = _object(preempted={"type": "array", "items": _STR})
+TENSORBOARD = _object({"localPath": _STR}, name=_STR, logDir=_STR)
 LOG_ENTRY = _object(
-    ["task", "severity", "text"],
     {"stream": {"enum": ["stdout", "stderr"]}, "time": {"type": ["string", "null"]}},
     task=_STR,
     severity=_STR,
     text=_STR,
 )
 
-_QUOTA = _object(["limit", "used", "free"], limit=_COUNT_OR_UNLIMITED, used=_INT, free=_COUNT_OR_UNLIMITED)
-_MACHINES = _object(["total", "reserved", "free"], total=_INT, reserved=_INT, free=_INT)
+_QUOTA = _object(limit=_COUNT_OR_UNLIMITED, used=_INT, free=_COUNT_OR_UNLIMITED)
+_MACHINES = _object(total=_INT, reserved=_INT, free=_INT)
 CAPACITY = _object(
-    ["parent", "location", "region", "served", "stockout", "asOf", "quota", "zones"],
     {
         "shape": _object(
-            [
-                "machineType",
-                "acceleratorType",
-                "acceleratorCount",
-                "vcpusPerReplica",
-                "acceleratorsPerReplica",
-                "quotaReplicas",
-                "capacityReplicas",
-                "maxReplicas",
-                "limitedBy",
-            ],
             machineType=_STR,
             acceleratorType={"type": ["string", "null"]},
             acceleratorCount=_INT,
@@ -181,14 +172,12 @@ CAPACITY = _object(
     stockout=_BOOL,
     asOf=_TIME,
     quota=_object(
-        ["vcpus", "accelerators"],
         vcpus={"anyOf": [_QUOTA, {"type": "null"}]},
         accelerators={"type": "object", "additionalProperties": _QUOTA},
     ),
     zones={
         "type": "array",
         "items": _object(
-            ["name", "elastic", "machines"],
             name=_STR,
             elastic=_BOOL,
             machines={"anyOf": [{"type": "object", "additionalProperties": _MACHINES}, {"type": "null"}]},
@@ -198,9 +187,7 @@ CAPACITY = _object(
 # ---------------------------------------------------------------- errors
 # api/errors.py: `{"error": {code, message, status, details}}`, google.rpc.Status with the code's name.
 RPC_ERROR = _object(
-    ["error"],
     error=_object(
-        ["code", "message", "status"],
         {"details": {"type": "array", "items": {"type": "object", "required": ["@type"]}}},
         code={"type": "integer", "minimum": 400, "maximum": 599},  # the HTTP status
         message=_STR,
@@ -209,21 +196,17 @@ RPC_ERROR = _object(
 )
 # kinds/storage_objects/routes.py gcs_error (and api/limits.py under /storage): Cloud Storage's error form.
 GCS_ERROR = _object(
-    ["error"],
     error=_object(
-        ["code", "message", "errors"],
         code={"type": "integer", "minimum": 400, "maximum": 599},
         message=_STR,
         errors={
             "type": "array",
-            "items": _object(["message", "domain", "reason"], message=_STR, domain=_STR, reason=_STR),
+            "items": _object(message=_STR, domain=_STR, reason=_STR),
         },
     ),
 )
 
-HEALTH = _object(
-    ["status", "version", "containerRuntime"], status={"const": "ok"}, version=_STR, containerRuntime=_STR
-)
+HEALTH = _object(status={"const": "ok"}, version=_STR, containerRuntime=_STR)
 
 # ---------------------------------------------------------------- the Cloud Storage JSON API
 _OBJECT_FIXED = {
@@ -234,24 +217,6 @@ _OBJECT_FIXED = {
     "customTime": _STR,
 }
 GCS_OBJECT = _object(
-    [
-        "kind",
-        "id",
-        "selfLink",
-        "mediaLink",
-        "name",
-        "bucket",
-        "generation",
-        "metageneration",
-        "contentType",
-        "storageClass",
-        "size",
-        "etag",
-        "timeCreated",
-        "updated",
-        "timeStorageClassUpdated",
-        "timeFinalized",
-    ],
     {"md5Hash": _STR, "crc32c": _STR, "metadata": _STRINGS, **_OBJECT_FIXED},
     kind={"const": "storage#object"},
     id=_STR,
@@ -271,21 +236,6 @@ GCS_OBJECT = _object(
     timeFinalized=_TIME,
 )
 GCS_BUCKET = _object(
-    [
-        "kind",
-        "id",
-        "selfLink",
-        "name",
-        "metageneration",
-        "location",
-        "locationType",
-        "storageClass",
-        "etag",
-        "timeCreated",
-        "updated",
-        "iamConfiguration",
-        "rpo",
-    ],
     {"projectNumber": _DECIMAL, "labels": _STRINGS},
     kind={"const": "storage#bucket"},
     id=_STR,
@@ -299,35 +249,31 @@ GCS_BUCKET = _object(
     timeCreated=_TIME,
     updated=_TIME,
     iamConfiguration=_object(
-        ["uniformBucketLevelAccess", "publicAccessPrevention"],
-        uniformBucketLevelAccess=_object(["enabled"], enabled=_BOOL),
+        uniformBucketLevelAccess=_object(enabled=_BOOL),
         publicAccessPrevention=_STR,
     ),
     rpo=_STR,
 )
 GCS_STORAGE_LAYOUT = _object(
-    ["kind", "bucket", "location", "locationType", "hierarchicalNamespace"],
     kind={"const": "storage#storageLayout"},
     bucket=_STR,
     location=_STR,
     locationType=_STR,
-    hierarchicalNamespace=_object(["enabled"], enabled=_BOOL),
+    hierarchicalNamespace=_object(enabled=_BOOL),
 )
 GCS_BUCKETS = _object(
-    ["kind"],
+    {"items": {"type": "array", "items": GCS_BUCKET}, "nextPageToken": _STR},
     kind={"const": "storage#buckets"},
-    items={"type": "array", "items": GCS_BUCKET},
-    nextPageToken=_STR,
 )
 GCS_OBJECTS = _object(
-    ["kind"],
+    {
+        "items": {"type": "array", "items": GCS_OBJECT},
+        "prefixes": {"type": "array", "items": _STR},
+        "nextPageToken": _STR,
+    },
     kind={"const": "storage#objects"},
-    items={"type": "array", "items": GCS_OBJECT},
-    prefixes={"type": "array", "items": _STR},
-    nextPageToken=_STR,
 )
 GCS_REWRITE = _object(
-    ["kind", "totalBytesRewritten", "objectSize", "done", "resource"],
     kind={"const": "storage#rewriteResponse"},
     totalBytesRewritten=_DECIMAL,
     objectSize=_DECIMAL,

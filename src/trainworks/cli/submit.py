@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,7 +10,7 @@ import typer
 
 from trainworks.code_staging.store import StagingError
 from trainworks.jobs.render import print_log_entry
-from trainworks.kernel.cli import Options, command, usage_errors
+from trainworks.kernel.cli import Options, comma_separated, command, usage_errors
 from trainworks.kernel.render import OutputFormat, console, print_data, print_rows, print_status
 from trainworks.submit.capacity import CapacityExhausted, CapacityLedger
 from trainworks.submit.config import RunConfigError, load_run_config
@@ -64,7 +65,7 @@ class CliEvents:
     def stalled(self, name: str, state: str, seconds: float) -> None:
         self.warning(f"{name} has been {state} for {seconds:.0f}s without a change")
 
-    def log(self, entry: dict[str, Any]) -> None:
+    def log(self, entry: Mapping[str, Any]) -> None:
         print_log_entry(entry, self.fmt)
 
 
@@ -103,13 +104,6 @@ def print_handle(handle: JobHandle, fmt: OutputFormat) -> None:
     print_rows(rows, markup=True)
 
 
-def _split(values: list[str] | None) -> list[str] | None:
-    if not values:
-        return None
-    out = [v.strip() for value in values for v in value.split(",") if v.strip()]
-    return out or None
-
-
 @command(options=("api_key", "format"))
 def submit(
     run_file: Annotated[Path, typer.Argument(metavar="RUN.yaml", help="The run configuration.")],
@@ -134,7 +128,8 @@ def submit(
 ) -> None:
     """Stage the code as a content-hashed zip, walk the regions for capacity, submit, and maybe follow."""
     with usage_errors(RunConfigError):
-        cfg = load_run_config(run_file).with_overrides(regions=_split(region), workers=workers)
+        regions = comma_separated(region) or None
+        cfg = load_run_config(run_file).with_overrides(regions=regions, workers=workers)
     events = CliEvents(opts.format)
     target = make_target(cfg.target.kind, cfg.target.project, endpoint or cfg.target.endpoint, opts.api_key)
     try:

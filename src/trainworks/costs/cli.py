@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
-from trainworks.costs.client import CostsClient
+from trainworks.costs.client import CostsClient, CostsReport
 from trainworks.jobs.render import JOB_STATE_STYLE
 from trainworks.kernel.cli import Options, command
 from trainworks.kernel.render import Column, console, print_status, resource_id, styled, table
@@ -30,14 +31,14 @@ def _accelerators(hours: dict[str, Any] | None) -> str:
     return ", ".join(f"{name} {_hours(value)}" for name, value in sorted((hours or {}).items()))
 
 
-def print_costs_table(report: dict[str, Any]) -> None:
+def print_costs_table(report: CostsReport) -> None:
     """Rows as a table (ID, display name, state, spot, machine-hours, cost) with a TOTAL line."""
     from rich.markup import escape
 
     out = console()
     by_resource = report.get("by") == "resource"
-    rows: list[dict[str, Any]] = report.get("rows") or []
-    totals: dict[str, Any] = report.get("totals") or {}
+    rows = report.get("rows") or []
+    totals: Mapping[str, Any] = report.get("totals") or {}
     if not rows:
         what = "persistent resources" if by_resource else "jobs"
         out.print(f"Listed 0 {what}.")

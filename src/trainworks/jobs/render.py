@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Protocol
 
 from trainworks.jobs.capacity_label import LEDGER_LABEL, parse_capacity_label
-from trainworks.kernel.render import OutputFormat, header_rows
+from trainworks.kernel.render import OutputFormat, Resource, header_rows
 
 JOB_STATE_STYLE = {
     "JOB_STATE_SUCCEEDED": "green",
@@ -19,7 +21,13 @@ JOB_STATE_STYLE = {
 }
 
 
-def print_log_entry(entry: dict[str, Any], fmt: OutputFormat) -> None:
+class Job(Resource, Protocol):
+    """What every kind of job's summary reads of it (CustomJob, HyperparameterTuningJob...)."""
+
+    end_time: datetime | None
+
+
+def print_log_entry(entry: Mapping[str, Any], fmt: OutputFormat) -> None:
     """One log entry: `[task] text` for humans, a JSON line for json and yaml."""
     out = sys.stdout
     if fmt == OutputFormat.human:
@@ -29,14 +37,12 @@ def print_log_entry(entry: dict[str, Any], fmt: OutputFormat) -> None:
     out.flush()
 
 
-def job_rows(
-    job: dict[str, Any], after_created: list[tuple[str, str]] | None = None
-) -> list[tuple[str, str]]:
+def job_rows(job: Job, after_created: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
     """The `Label: value` rows every kind of job starts with: name, state, times, error, labels, capacity."""
     from rich.markup import escape
 
-    rows = header_rows(job, JOB_STATE_STYLE, "JOB_STATE_UNSPECIFIED", after_created)
-    capacity = (job.get("labels") or {}).get(LEDGER_LABEL)
+    rows = header_rows(job, JOB_STATE_STYLE, after_created, end_time=job.end_time)
+    capacity = job.labels.get(LEDGER_LABEL)
     if capacity:
         steps = [f"{region} {outcome}" for region, outcome in parse_capacity_label(capacity)]
         earlier = ["(earlier attempts)"] if capacity.startswith("more__") else []
@@ -44,4 +50,4 @@ def job_rows(
     return rows
 
 
-__all__ = ["JOB_STATE_STYLE", "job_rows", "print_log_entry"]
+__all__ = ["JOB_STATE_STYLE", "Job", "job_rows", "print_log_entry"]

@@ -16,18 +16,34 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Protocol, TypeVar
 
 import typer
 
 from trainworks.kernel.client import TERMINAL_STATES, ApiError, Client, TrainworksConnectionError
+from trainworks.kernel.longrunning import Operation
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kernel.render import OutputFormat, print_data, print_status
+from trainworks.kernel.wire import WireModel
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 T = TypeVar("T")
 #: The client class a command asks for: its kind's (`kinds/<kind>/client.py`), or one composed of several.
 C = TypeVar("C", bound=Client)
+#: A resource as the client returns it: its kind's wire model.
+R = TypeVar("R", bound=WireModel)
+
+
+class Job(Protocol):
+    """What waiting for a job reads of it (a CustomJob, HyperparameterTuningJob or TrainingPipeline)."""
+
+    name: str
+    state: Any  # its kind's ProtoEnum
+
+    def to_wire(self) -> dict[str, Any]: ...
+
+
+J = TypeVar("J", bound=Job)
 
 # ====================================================================== common options
 EndpointOpt = Annotated[
@@ -139,8 +155,8 @@ class Options:
         """` --endpoint=URL` for the command hints we print; empty for the default endpoint."""
         return "" if self.endpoint == DEFAULT_ENDPOINT else f" --endpoint={self.endpoint}"
 
-    def show(self, data: Any, human: Callable[[Any], None]) -> None:
-        """`data` as json/yaml, or shown to humans by `human`."""
+    def show(self, data: T, human: Callable[[T], None]) -> None:
+        """`data` as json/yaml (a wire model as its wire JSON), or shown to humans by `human`."""
         if self.human:
             human(data)
         else:
@@ -242,15 +258,20 @@ def command(
     return decorate
 
 
+def comma_separated(values: Iterable[str] | None) -> list[str]:
+    """Every value of a repeatable option, each split on commas: the parts stripped, empty ones dropped."""
+    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
 # ====================================================================== listing
 def page_size_for(page_size: int, limit: int | None) -> int:
     """The page size to ask for: --page-size, else no more than --limit needs (at most 1000)."""
     return page_size or (min(limit, 1000) if limit else 0)
 
 
-def take(items: Iterable[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+def take(items: Iterable[T], limit: int | None) -> list[T]:
     """The first `limit` items (all without a limit), fetching no page beyond them."""
-    taken: list[dict[str, Any]] = []
+    taken: list[T] = []
     for item in items:
         taken.append(item)
         if limit is not None and len(taken) >= limit:
@@ -310,13 +331,13 @@ JOB_LIST_FLAGS = ListFlags(
 
 # ====================================================================== waiting for jobs
 def poll_until_done(
-    fetch: Callable[[], dict[str, Any]],
+    fetch: Callable[[], J],
     what: str,
     timeout: float | None,
     poll_interval: float,
     format: OutputFormat,
     terminal: Iterable[str] = TERMINAL_STATES,
-) -> dict[str, Any]:
+) -> J:
     """Poll `fetch` (with growing pauses up to `poll_interval`) until the job is in a `terminal` state.
 
     On timeout it prints the job (for json/yaml) and the error, and exits 1."""
@@ -324,11 +345,12 @@ def poll_until_done(
     deadline = None if timeout is None else time.monotonic() + timeout
     pause = 0.1
     job = fetch()
-    while job.get("state") not in terminal:
+    while job.state.name not in terminal:
         if deadline is not None and time.monotonic() >= deadline:
             if format != OutputFormat.human:
-                print_data(job, format)
-            print_status(f"ERROR: timed out after {timeout:g}s; {what} is {job.get('state')}.")
+                print_data(job.to_wire(), format)
+            state = job.state.name if job.state else None  # an unspecified state is not on the wire
+            print_status(f"ERROR: timed out after {timeout:g}s; {what} is {state}.")
             raise typer.Exit(1)
         time.sleep(pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0.0)))
         pause = min(pause * 1.5, poll_interval)
@@ -336,21 +358,21 @@ def poll_until_done(
     return job
 
 
-def show_final(opts: Options, job: dict[str, Any], summary: Callable[[Any], None], succeeded: str) -> None:
+def show_final(opts: Options, job: J, summary: Callable[[J], None], succeeded: str) -> None:
     """Show a job that `wait` saw end; exit 1 unless it ended in `succeeded`."""
     opts.show(job, summary)
-    if job.get("state") != succeeded:
+    if job.state.name != succeeded:
         raise typer.Exit(1)
 
 
 def wait_for_end(
     opts: Options,
     client_type: type[C],
-    get: Callable[[C], dict[str, Any]],
+    get: Callable[[C], J],
     what: str,
     timeout: float | None,
     poll_interval: float,
-    summary: Callable[[Any], None],
+    summary: Callable[[J], None],
     succeeded: str,
     terminal: Iterable[str] = TERMINAL_STATES,
     timeout_format: OutputFormat | None = None,
@@ -366,18 +388,18 @@ def wait_for_end(
 
 def report_submitted(
     opts: Options,
-    job: dict[str, Any],
+    job: J,
     kind: str,
-    summary: Callable[[dict[str, Any]], None],
+    summary: Callable[[J], None],
     group: str,
     hints: Sequence[tuple[str, str]],
 ) -> None:
     """What `create` prints: the job (json/yaml), or that it is submitted, its summary and the commands
     `hints` name as (what for, subcommand of `group`)."""
     if not opts.human:
-        print_data(job, opts.format)
+        print_data(job.to_wire(), opts.format)
         return
-    name = job.get("name", "")
+    name = job.name
     print_status(f"{kind} [{name}] is submitted successfully.")
     summary(job)
     lines = [
@@ -387,10 +409,11 @@ def report_submitted(
     print_status("\n" + "\n".join(lines))
 
 
-def report_cancel(opts: Options, result: Any, kind: str, name: str, wait_command: str | None) -> None:
-    """What `cancel` prints: the response (json/yaml), or that the request was sent and how to wait."""
+def report_cancel(opts: Options, kind: str, name: str, wait_command: str | None) -> None:
+    """What `cancel` prints: its answer, google.protobuf.Empty (json/yaml), or that the request was sent and
+    how to wait."""
     if not opts.human:
-        print_data(result, opts.format)
+        print_data({}, opts.format)
         return
     message = f"Request to cancel {kind} [{name}] has been sent."
     if wait_command:
@@ -405,7 +428,7 @@ def delete_job(
     kind: str,
     name: str,
     client_type: type[C],
-    delete: Callable[[C], dict[str, Any]],
+    delete: Callable[[C], Operation],
     async_: bool,
     timeout: float,
     unfinished_fails: bool,
@@ -416,40 +439,39 @@ def delete_job(
     (else it is reported as in progress)."""
     with opts.client(client_type) as client:
         op = delete(client)
-        if not async_ and not op.get("done"):
+        if not async_ and not op.done:
             if opts.human:
-                print_status(f"Waiting for operation [{op.get('name', '')}] to complete...")
-            op = client.wait_operation(op["name"], timeout)
-    error = op.get("error")
+                print_status(f"Waiting for operation [{op.name}] to complete...")
+            op = client.wait_operation(op.name, timeout)
+    error = op.error
     if not opts.human:
-        print_data(op, opts.format)
+        print_data(op.to_wire(), opts.format)
     elif error:
-        print_status(
-            f"ERROR: deleting {kind} [{name}] failed: code {error.get('code')}: {error.get('message')}"
-        )
-    elif op.get("done"):
+        print_status(f"ERROR: deleting {kind} [{name}] failed: code {error.code}: {error.message}")
+    elif op.done:
         print_status(f"Deleted {kind} [{name}].")
     elif async_ or not unfinished_fails:
-        print_status(f"Deletion of {kind} [{name}] is in progress: operation [{op.get('name', '')}].")
+        print_status(f"Deletion of {kind} [{name}] is in progress: operation [{op.name}].")
     else:
         print_status(
-            f"ERROR: operation [{op.get('name', '')}] to delete {kind} [{name}] is not done "
+            f"ERROR: operation [{op.name}] to delete {kind} [{name}] is not done "
             f"after {timeout:g}s; it goes on in the background."
         )
-    if error or (unfinished_fails and not async_ and not op.get("done")):
+    if error or (unfinished_fails and not async_ and not op.done):
         raise typer.Exit(1)
 
 
 # ====================================================================== long-running operations
 @dataclass(frozen=True)
-class OperationTarget(Generic[C]):
+class OperationTarget(Generic[C, R]):
     """What a resource's create/update/delete LRO is about, for `run`."""
 
     client_type: type[C]  # the client `run` starts the operation with
+    model: type[R]  # the resource an operation returns
 
     kind: str  # e.g. "PersistentResource"
     command: str  # its CLI group, e.g. "persistent-resources"
-    summary: Callable[[dict[str, Any]], None]  # prints the resource an operation returned
+    summary: Callable[[R], None]  # prints the resource an operation returned
     # The resource's full name from the operation's name and the name the user gave.
     name_from_operation: Callable[[str, str], str]
 
@@ -460,7 +482,7 @@ class OperationTarget(Generic[C]):
         name: str,
         async_: bool,
         timeout: float,
-        start: Callable[[C], dict[str, Any]],
+        start: Callable[[C], Operation],
     ) -> None:
         """Start the operation with `start`, then wait for it and report it (`report_operation`)."""
         with opts.client(self.client_type) as client:
@@ -472,8 +494,8 @@ _DONE_VERBS = {"create": "Created", "update": "Updated", "reboot": "Rebooted", "
 
 def report_operation(
     client: Client,
-    op: dict[str, Any],
-    target: OperationTarget[Any],
+    op: Operation,
+    target: OperationTarget[Any, R],
     action: str,
     name: str,
     async_: bool,
@@ -485,33 +507,31 @@ def report_operation(
     json/yaml print the resource when the operation returned one, else the operation. A failed or
     unfinished operation exits 1.
     """
-    op_name = op.get("name", "")
+    op_name = op.name
     if "/operations/" in op_name:  # the server's name of the resource (with the project number)
         name = target.name_from_operation(op_name, name)
-    if not async_ and not op.get("done"):
+    if not async_ and not op.done:
         if opts.human:
             print_status(f"Waiting for operation [{op_name}] to complete...")
         op = client.wait_operation(op_name, timeout)
-    error = op.get("error")
-    response = op.get("response") or {}
-    has_resource = bool(op.get("done") and not error and "name" in response)
+    resource = op.result(target.model)
     what = f"{target.kind} [{name}]"
     if not opts.human:
-        print_data({k: v for k, v in response.items() if k != "@type"} if has_resource else op, opts.format)
-    if error:
+        print_data(op if resource is None else resource, opts.format)
+    if op.error is not None:
         print_status(
             f"ERROR: operation [{op_name}] to {action} {what} failed: "
-            f"code {error.get('code', 0)}: {error.get('message', '')}"
+            f"code {op.error.code}: {op.error.message}"
         )
-        for detail in error.get("details") or []:
+        for detail in op.error.details:
             for violation in (detail or {}).get("fieldViolations") or []:
                 print_status(f"  - {violation.get('field', '')}: {violation.get('description', '')}")
         raise typer.Exit(1)
-    if op.get("done"):
+    if op.done:
         if opts.human:
             print_status(f"{_DONE_VERBS[action]} {what}.")
-            if has_resource:
-                target.summary(response)
+            if resource is not None:
+                target.summary(resource)
         return
     hint = f"trainworks {target.command} describe {name}{opts.endpoint_flag()}"
     if async_:
@@ -520,7 +540,7 @@ def report_operation(
                 f"Operation [{op_name}] to {action} {what} is submitted.\nCheck its state with:\n  {hint}"
             )
         return
-    progress = (op.get("metadata") or {}).get("progressMessage")
+    progress = op.progress_message
     print_status(
         f"ERROR: operation [{op_name}] to {action} {what} is not done after {timeout:g}s"
         f"{f' ({progress})' if progress else ''}; it goes on in the background.\n"
@@ -530,14 +550,14 @@ def report_operation(
 
 
 # ====================================================================== operations run in the foreground
-def operation_done(client: Client, op: dict[str, Any], timeout: float) -> dict[str, Any]:
+def operation_done(client: Client, op: Operation, timeout: float) -> Operation:
     """The operation once done, or as it stands after `timeout` seconds."""
-    return op if op.get("done") else client.wait_operation(op["name"], timeout)
+    return op if op.done else client.wait_operation(op.name, timeout)
 
 
 def run_operation(
-    opts: Options, client_type: type[C], start: Callable[[C], dict[str, Any]], what: str, timeout: float
-) -> dict[str, Any]:
+    opts: Options, client_type: type[C], start: Callable[[C], Operation], what: str, timeout: float
+) -> Operation:
     """Start an operation and wait up to `timeout` for it; json/yaml print it. One that failed or is still
     running exits 1 (`exit_unless_succeeded`, with `what` it was doing)."""
     with opts.client(client_type) as client:
@@ -551,7 +571,7 @@ def run_operation(
 def run_deletion(
     opts: Options,
     client_type: type[C],
-    delete: Callable[[C], dict[str, Any]],
+    delete: Callable[[C], Operation],
     what: str,
     timeout: float,
     doing: str = "delete",
@@ -563,16 +583,14 @@ def run_deletion(
         print_status(f"Deleted {what}.")
 
 
-def exit_unless_succeeded(op: dict[str, Any], what: str, timeout: float) -> None:
+def exit_unless_succeeded(op: Operation, what: str, timeout: float) -> None:
     """An operation that failed, or is still running after the wait, prints why and exits 1."""
-    error = op.get("error")
-    if error:
-        print_status(f"ERROR: {what} failed: code {error.get('code', 0)}: {error.get('message', '')}")
+    if op.error is not None:
+        print_status(f"ERROR: {what} failed: code {op.error.code}: {op.error.message}")
         raise typer.Exit(1)
-    if not op.get("done"):
+    if not op.done:
         print_status(
-            f"ERROR: {what} is not done after {timeout:g}s: operation [{op.get('name', '')}] goes on in "
-            "the background."
+            f"ERROR: {what} is not done after {timeout:g}s: operation [{op.name}] goes on in the background."
         )
         raise typer.Exit(1)
 
@@ -618,7 +636,7 @@ class ResourceCommands(Generic[C]):
     def describe(
         self,
         doc: str,
-        get: Callable[[C, str], dict[str, Any]],
+        get: Callable[[C, str], WireModel],
         summary: Callable[..., None],
         detail: Callable[[C, str], Any] | None = None,
     ) -> None:
@@ -634,20 +652,20 @@ class ResourceCommands(Generic[C]):
 
         resource_command(self.app, "describe", doc, self.arg, run)
 
-    def cancel(self, doc: str, cancel: Callable[[C, str], dict[str, Any]], wait_group: str | None) -> None:
+    def cancel(self, doc: str, cancel: Callable[[C, str], None], wait_group: str | None) -> None:
         """`cancel`: ask the job to stop (`report_cancel`, hinting `wait_group`'s wait)."""
 
         def run(opts: Options, resource: str) -> None:
             name = opts.name(self.spec, resource)
-            result = opts.call(self.client_type, lambda client: cancel(client, name))
-            report_cancel(opts, result, self.spec.kind, name, wait_group)
+            opts.call(self.client_type, lambda client: cancel(client, name))
+            report_cancel(opts, self.spec.kind, name, wait_group)
 
         resource_command(self.app, "cancel", doc, self.arg, run)
 
     def delete_job(
         self,
         doc: str,
-        delete: Callable[[C, str], dict[str, Any]],
+        delete: Callable[[C, str], Operation],
         unfinished_fails: bool,
         timeout_opt: Any = DeleteTimeoutOpt,
     ) -> None:
@@ -672,8 +690,8 @@ class ResourceCommands(Generic[C]):
     def wait(
         self,
         doc: str,
-        get: Callable[[C, str], dict[str, Any]],
-        summary: Callable[[Any], None],
+        get: Callable[[C, str], J],
+        summary: Callable[[J], None],
         succeeded: str = "JOB_STATE_SUCCEEDED",
     ) -> None:
         """`wait`: --timeout, --poll-interval, then `wait_for_end`."""
@@ -682,7 +700,7 @@ class ResourceCommands(Generic[C]):
             name = opts.name(self.spec, resource)
             what = f"{self.spec.kind} [{name}]"
 
-            def fetch(client: C) -> dict[str, Any]:
+            def fetch(client: C) -> J:
                 return get(client, name)
 
             wait_for_end(opts, self.client_type, fetch, what, timeout, poll_interval, summary, succeeded)
@@ -691,7 +709,7 @@ class ResourceCommands(Generic[C]):
         resource_command(self.app, "wait", doc, self.arg, run, options)
 
     def operation(
-        self, action: str, doc: str, target: OperationTarget[C], start: Callable[[C, str], dict[str, Any]]
+        self, action: str, doc: str, target: OperationTarget[C, Any], start: Callable[[C, str], Operation]
     ) -> None:
         """Command `action` (e.g. delete, reboot): --async, --timeout (600s), then `target.run`."""
 
@@ -705,7 +723,7 @@ class ResourceCommands(Generic[C]):
     def delete_and_wait(
         self,
         doc: str,
-        delete: Callable[[C, str], dict[str, Any]],
+        delete: Callable[[C, str], Operation],
         *,
         command: str = "delete",
         what: str | None = None,
@@ -729,9 +747,9 @@ class ResourceCommands(Generic[C]):
         self,
         doc: str,
         flags: ListFlags,
-        fetch: Callable[[C, ListQuery], Iterable[dict[str, Any]]],
-        table: Callable[[Any], None],
-        complete: Callable[[C, list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+        fetch: Callable[[C, ListQuery], Iterable[R]],
+        table: Callable[[list[R]], None],
+        complete: Callable[[C, list[R]], list[R]] | None = None,
     ) -> None:
         """`list`: the options of `flags`, then the first --limit items `fetch` gives for them (all without
         --limit), shown by `table`. For humans, `complete` (same client) may add what List leaves out."""
@@ -770,6 +788,7 @@ __all__ = [
     "ProjectOpt",
     "RegionOpt",
     "WaitTimeoutOpt",
+    "comma_separated",
     "command",
     "delete_job",
     "exit_unless_succeeded",

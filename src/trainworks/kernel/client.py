@@ -3,7 +3,10 @@
 updateMask, delete, cancel, custom verbs) and waiting for a long-running operation.
 
 Each kind adds its methods on `Client` in `kinds/<kind>/client.py`; `trainworks.client.TrainworksClient`
-composes them. Responses stay the server's JSON objects: the CLI renders them as they came.
+composes them. Methods return typed models: a Vertex resource as its kind's wire model
+(`kinds/<kind>/wire.py`), a long-running change as `kernel.longrunning.Operation`, read leniently (`_typed`:
+fields a newer server adds are dropped, and `to_wire()` gives back the JSON as it came); Trainworks'
+extensions, which have no proto, as TypedDicts next to their methods.
 """
 
 from __future__ import annotations
@@ -11,16 +14,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Self, cast
+from typing import Any, Self, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
+
+from trainworks.kernel.longrunning import Operation
+from trainworks.kernel.wire import WireModel
 
 #: A JSON object as the server answers it (canonical proto3 JSON).
 JsonObject = dict[str, Any]
 #: A query parameter's value; None and "" are not sent.
 QueryValue = str | int | float | bool | None
 QueryParams = Mapping[str, QueryValue]
+M = TypeVar("M", bound=WireModel)
 
 #: The API surfaces under the endpoint: Vertex v1, v1beta1 (clusters) and Trainworks' own extensions.
 V1 = "v1"
@@ -224,55 +231,86 @@ class Client:
             raise TrainworksConnectionError(self.endpoint, exc) from exc
 
     # ------------------------------------------------------------------ standard methods
-    def _get(
+    @staticmethod
+    def _typed(model: type[M], data: JsonObject) -> M:
+        """`data`, as the server answered it, read as `model`: leniently (fields this client does not know
+        are dropped, at every depth) and exactly (its `to_wire()` gives `data` back)."""
+        return model.from_server(data)
+
+    def _get_json(
         self, name: str, suffix: str = "", *, api: str = V1, params: QueryParams | None = None
     ) -> JsonObject:
+        """GET `name` (or `name` + `suffix`, an extension's path) as JSON."""
         return self._request("GET", self._url(name, suffix, api), params=params)
 
+    def _get(self, model: type[M], name: str, *, api: str = V1, params: QueryParams | None = None) -> M:
+        return self._typed(model, self._get_json(name, api=api, params=params))
+
     def _list(
-        self, parent: str, collection: str, params: QueryParams, *, api: str = V1, key: str = ""
-    ) -> Iterator[JsonObject]:
-        """Every item of `parent`'s `collection` (a `/name` or a `:verb`), listed under `key` (by default
-        the collection's name), fetching pages lazily."""
-        return self._pages(self._url(parent, collection, api), key or collection.lstrip("/:"), params)
+        self,
+        model: type[M],
+        parent: str,
+        collection: str,
+        page_size: int,
+        params: QueryParams | None = None,
+        *,
+        api: str = V1,
+        key: str = "",
+    ) -> Iterator[M]:
+        """Every item of `parent`'s `collection` (a `/name` or a `:verb`) as `model`, listed under `key` (by
+        default the collection's name), fetching pages of `page_size` (0: the server's default) lazily."""
+        query = {**(params or {}), "pageSize": page_size or None}
+        items = self._pages(self._url(parent, collection, api), key or collection.lstrip("/:"), query)
+        return (self._typed(model, item) for item in items)
 
     def _create(
         self,
+        model: type[M],
         parent: str,
         collection: str,
         body: JsonObject,
         *,
         api: str = V1,
         params: QueryParams | None = None,
-    ) -> JsonObject:
-        return self._request("POST", self._url(parent, collection, api), json_body=body, params=params)
+    ) -> M:
+        """POST `body` to `parent`'s `collection`: `model` is the resource, or the Operation of an LRO."""
+        path = self._url(parent, collection, api)
+        return self._typed(model, self._request("POST", path, json_body=body, params=params))
 
     def _patch(
         self,
+        model: type[M],
         name: str,
         body: JsonObject,
         update_mask: Sequence[str],
         *,
         api: str = V1,
         params: QueryParams | None = None,
-    ) -> JsonObject:
-        """PATCH `name` with the fields `update_mask` names (sent as `updateMask`, comma-separated)."""
+    ) -> M:
+        """PATCH `name` with the fields `update_mask` names (sent as `updateMask`, comma-separated):
+        `model` is the resource, or the Operation of an LRO."""
         query = {"updateMask": ",".join(update_mask), **(params or {})}
-        return self._request("PATCH", self._url(name, api=api), json_body=body, params=query)
+        answer = self._request("PATCH", self._url(name, api=api), json_body=body, params=query)
+        return self._typed(model, answer)
 
-    def _delete(self, name: str, suffix: str = "", *, api: str = V1) -> JsonObject:
-        """DELETE `name` (or `name` + `suffix`, e.g. `:deleteVersion`); an LRO answers its Operation."""
-        return self._request("DELETE", self._url(name, suffix, api))
+    def _delete(self, name: str, suffix: str = "", *, api: str = V1) -> Operation:
+        """DELETE `name` (or `name` + `suffix`, e.g. `:deleteVersion`): every deletion is an LRO."""
+        return self._typed(Operation, self._request("DELETE", self._url(name, suffix, api)))
 
     def _verb(self, name: str, verb: str, body: JsonObject | None = None, *, api: str = V1) -> JsonObject:
         """POST `name:verb` with `body` (`{}` by default), as AIP-136 custom methods are called."""
         return self._request("POST", self._url(name, f":{verb}", api), json_body={} if body is None else body)
 
-    def _cancel(self, name: str) -> JsonObject:
-        return self._verb(name, "cancel")
+    def _operation_verb(self, name: str, verb: str, body: JsonObject | None = None) -> Operation:
+        """A custom method that starts a long-running change (reboot, import...): its Operation."""
+        return self._typed(Operation, self._verb(name, verb, body))
+
+    def _cancel(self, name: str) -> None:
+        """`name:cancel`, which answers google.protobuf.Empty."""
+        self._verb(name, "cancel")
 
     # ------------------------------------------------------------------ long-running operations
-    def wait_operation(self, name: str, timeout_s: float = 60.0) -> JsonObject:
+    def wait_operation(self, name: str, timeout_s: float = 60.0) -> Operation:
         """Waits (server side, with `:wait`) until the operation is done or `timeout_s` has passed.
 
         Returns the latest Operation; check `done` to tell the two apart.
@@ -280,13 +318,14 @@ class Client:
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
-            op = self._request(
+            answer = self._request(
                 "POST",
                 self._url(name, ":wait"),
                 json_body={"timeout": _duration(remaining)},
                 timeout=max(remaining, 0.0) + self.timeout,
             )
-            if op.get("done") or deadline - time.monotonic() <= 0:
+            op = self._typed(Operation, answer)
+            if op.done or deadline - time.monotonic() <= 0:
                 return op
             # The server may answer before the deadline without being done (it caps long waits).
             time.sleep(min(0.2, max(deadline - time.monotonic(), 0.0)))

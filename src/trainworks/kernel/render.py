@@ -1,5 +1,8 @@
 """How every CLI command shows things, whatever the kind: JSON or YAML on stdout for scripts, status lines on
-stderr, and for humans rich `Label: value` summaries and tables. What a kind shows lives in that kind."""
+stderr, and for humans rich `Label: value` summaries and tables. What a kind shows lives in that kind.
+
+The client's typed results are printed for scripts as their wire JSON (`to_wire()`: what the server sent) and
+read by attribute for humans; timestamps and durations show as on the wire."""
 
 from __future__ import annotations
 
@@ -8,11 +11,14 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeGuard, TypeVar
 
 import yaml
+
+from trainworks.kernel.status import Status
+from trainworks.kernel.wire import WireModel, format_duration, format_timestamp
 
 
 class OutputFormat(StrEnum):
@@ -27,8 +33,18 @@ def print_status(message: str) -> None:
     sys.stderr.flush()
 
 
+def wire_json(data: Any) -> Any:
+    """`data` as JSON: a wire model (or a list of them) as its `to_wire()`, anything else as it is."""
+    if isinstance(data, WireModel):
+        return data.to_wire()
+    if isinstance(data, list):
+        return [wire_json(item) for item in data]
+    return data
+
+
 def print_data(data: Any, fmt: OutputFormat) -> None:
-    """A result for scripts: YAML for `--format=yaml`, indented JSON otherwise."""
+    """A result for scripts (`wire_json`): YAML for `--format=yaml`, indented JSON otherwise."""
+    data = wire_json(data)
     if fmt == OutputFormat.yaml:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     else:
@@ -58,22 +74,33 @@ def styled(state: str, styles: Mapping[str, str]) -> str:
     return f"[{style}]{state}[/{style}]" if style else state
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+def time_text(value: datetime | None) -> str:
+    """A timestamp as the wire has it (RFC 3339, UTC); empty when unset."""
+    return format_timestamp(value) if value is not None else ""
 
 
-def run_time(resource: dict[str, Any]) -> str:
+def duration_text(value: timedelta | None) -> str:
+    """A duration as the wire has it (`3600s`); empty when unset."""
+    return format_duration(value) if value is not None else ""
+
+
+class Resource(Protocol):
+    """What a summary's first rows and a table's first columns read of a resource (a job, a persistent
+    resource...)."""
+
+    name: str
+    display_name: str
+    state: Any  # its kind's ProtoEnum
+    create_time: datetime | None
+    start_time: datetime | None
+    update_time: datetime | None
+    error: Status | None
+    labels: dict[str, str]
+
+
+def run_time(start: datetime | None, end: datetime | None) -> str:
     """startTime to endTime as `1h02m03s` / `4m05s` / `6.0s`; empty until the resource has ended."""
-    start = _parse_time(resource.get("startTime"))
-    if start is None:
-        return ""
-    end = _parse_time(resource.get("endTime"))
-    if end is None:
+    if start is None or end is None:
         return ""
     seconds = max((end - start).total_seconds(), 0.0)
     minutes, secs = divmod(int(round(seconds)), 60)
@@ -85,50 +112,80 @@ def run_time(resource: dict[str, Any]) -> str:
     return f"{seconds:.1f}s"
 
 
-def error_text(error: dict[str, Any]) -> str:
+def error_text(error: Status) -> str:
     """A google.rpc Status as red `code N: message` markup."""
     from rich.markup import escape
 
-    return f"[red]code {error.get('code', 0)}: {escape(str(error.get('message', '')))}[/red]"
+    return f"[red]code {error.code}: {escape(error.message)}[/red]"
 
 
-def labels_text(labels: dict[str, Any]) -> str:
+M = TypeVar("M", bound=WireModel)
+
+
+def has_fields(message: M | None) -> TypeGuard[M]:
+    """Whether a message is there with a field in it: `{}` (an empty message) shows as nothing, like none."""
+    return message is not None and bool(message.model_fields_set)
+
+
+def text_rows(*rows: tuple[str, str]) -> list[tuple[str, str]]:
+    """`Label: value` rows of plain text (escaped), leaving out those whose value is empty."""
+    from rich.markup import escape
+
+    return [(label, escape(value)) for label, value in rows if value]
+
+
+def labels_text(labels: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
 def header_rows(
-    resource: dict[str, Any],
+    resource: Resource,
     state_styles: Mapping[str, str],
-    unspecified_state: str,
     after_created: list[tuple[str, str]] | None = None,
+    end_time: datetime | None = None,
 ) -> list[tuple[str, str]]:
-    """The `Label: value` rows a summary starts with: name, state, times, run time, error, labels."""
+    """The `Label: value` rows a summary starts with: name, state, times (`end_time` for a resource that
+    ends), run time, error, labels."""
     from rich.markup import escape
 
     rows: list[tuple[str, str]] = [
-        ("Name", escape(resource.get("name", ""))),
-        ("Display name", escape(resource.get("displayName", ""))),
-        ("State", styled(resource.get("state", unspecified_state), state_styles)),
-        ("Created", resource.get("createTime", "")),
+        ("Name", escape(resource.name)),
+        ("Display name", escape(resource.display_name)),
+        ("State", styled(resource.state.name, state_styles)),
+        ("Created", time_text(resource.create_time)),
     ]
     rows += after_created or []
-    for label, key in (("Started", "startTime"), ("Ended", "endTime"), ("Updated", "updateTime")):
-        if resource.get(key):
-            rows.append((label, resource[key]))
-    if run_time(resource):
-        rows.append(("Run time", run_time(resource)))
-    if resource.get("error"):
-        rows.append(("Error", error_text(resource["error"])))
-    if resource.get("labels"):
-        rows.append(("Labels", escape(labels_text(resource["labels"]))))
+    for label, value in (
+        ("Started", resource.start_time),
+        ("Ended", end_time),
+        ("Updated", resource.update_time),
+    ):
+        if value is not None:
+            rows.append((label, time_text(value)))
+    if run_time(resource.start_time, end_time):
+        rows.append(("Run time", run_time(resource.start_time, end_time)))
+    if resource.error is not None:
+        rows.append(("Error", error_text(resource.error)))
+    if resource.labels:
+        rows.append(("Labels", escape(labels_text(resource.labels))))
     return rows
 
 
-def machine_text(machine: dict[str, Any], times: str = "×") -> str:
+class Machine(Protocol):
+    """A MachineSpec."""
+
+    machine_type: str
+    accelerator_type: Any  # AcceleratorType
+    accelerator_count: int
+
+
+def machine_text(machine: Machine | None, times: str = "×") -> str:
     """A machineSpec as `n1-standard-4`, with ` + 2 × NVIDIA_TESLA_T4` when it has accelerators."""
-    text = str(machine.get("machineType", "?"))
-    if machine.get("acceleratorType"):
-        text += f" + {machine.get('acceleratorCount', 1)} {times} {machine['acceleratorType']}"
+    if machine is None:
+        return "?"
+    text = machine.machine_type or "?"
+    if machine.accelerator_type:
+        text += f" + {machine.accelerator_count or 1} {times} {machine.accelerator_type.name}"
     return text
 
 
@@ -188,26 +245,33 @@ def print_table(
 
 
 #: A column of `print_resource_table` and what its cell shows of a resource (rich markup).
-CellColumn = tuple[Column, Callable[[dict[str, Any]], str]]
+CellColumn = tuple[Column, Callable[[Any], str]]
+
+
+class Listed(Protocol):
+    """What the first columns of a resource table read."""
+
+    name: str
+    display_name: str
 
 
 def print_resource_table(
-    resources: Sequence[dict[str, Any]],
+    resources: Sequence[Listed],
     id_header: str,
     state_styles: Mapping[str, str],
     more: Sequence[CellColumn],
-    state: Callable[[dict[str, Any]], str] | None = None,
+    state: Callable[[Any], str],
 ) -> None:
-    """Resources as a table like `gcloud ... list`: ID, display name and state (`state`, else the `state`
-    field) coloured by `state_styles`, then the `more` columns."""
+    """Resources as a table like `gcloud ... list`: ID, display name and `state` coloured by
+    `state_styles`, then the `more` columns."""
     from rich.markup import escape
 
     columns = [Column(id_header), Column("DISPLAY_NAME", fold=True), Column("STATE")]
     rows = [
         (
-            resource_id(resource.get("name", "")),
-            escape(resource.get("displayName", "")),
-            styled(state(resource) if state else resource.get("state", ""), state_styles),
+            resource_id(resource.name),
+            escape(resource.display_name),
+            styled(state(resource), state_styles),
             *(cell(resource) for _, cell in more),
         )
         for resource in resources
@@ -215,8 +279,18 @@ def print_resource_table(
     print_table([*columns, *(column for column, _ in more)], rows)
 
 
+def enum_text(value: Any) -> str:
+    """The name of a ProtoEnum value; empty when unspecified (0), which the wire leaves out."""
+    return str(value.name) if value else ""
+
+
+def state_name(resource: Any) -> str:
+    """The name of a resource's `state` (`enum_text`): the STATE column of most tables."""
+    return enum_text(resource.state)
+
+
 #: The CREATE_TIME column of a resource table.
-CREATE_TIME: CellColumn = (Column("CREATE_TIME"), lambda resource: resource.get("createTime", ""))
+CREATE_TIME: CellColumn = (Column("CREATE_TIME"), lambda resource: time_text(resource.create_time))
 
 
 __all__ = [
@@ -225,7 +299,10 @@ __all__ = [
     "Column",
     "OutputFormat",
     "console",
+    "duration_text",
+    "enum_text",
     "error_text",
+    "has_fields",
     "header_rows",
     "labels_text",
     "machine_text",
@@ -237,6 +314,10 @@ __all__ = [
     "print_table",
     "resource_id",
     "run_time",
+    "state_name",
     "styled",
     "table",
+    "text_rows",
+    "time_text",
+    "wire_json",
 ]

@@ -191,6 +191,19 @@ class Route:
     name: str = ""
 
 
+def job_routes(singular: str, plural: str, body: str) -> dict[str, Route]:
+    """The RPCs of a job collection (kernel/routes.py's job_methods): Create<singular> with the job in the
+    request field `body`, List<plural>, Get, Cancel and Delete<singular>, each answered by the route of the
+    same name."""
+    return {
+        f"Create{singular}": Route("create", body=body),
+        f"List{plural}": Route("list_"),
+        f"Get{singular}": Route("get"),
+        f"Cancel{singular}": Route("cancel"),
+        f"Delete{singular}": Route("delete"),
+    }
+
+
 def bind_collection(
     collection: Collection[S], service: S, rpcs: RpcService, api_version: str, routes: Mapping[str, Route]
 ) -> Binding:

@@ -13,22 +13,33 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, TypeVar
+from functools import cache
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    ModelWrapValidatorHandler,
     PlainSerializer,
     StrictBool,
+    ValidationInfo,
     WithJsonSchema,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
+#: The validation context of an answer read from a server (the REST client): see `WireModel.from_server`.
+FROM_SERVER: dict[str, Any] = {"from_server": True}
+
 
 class WireModel(BaseModel):
-    """A proto message: camelCase aliases, snake_case accepted, unknown fields rejected."""
+    """A proto message: camelCase aliases, snake_case accepted, unknown fields rejected.
+
+    Read from a server (`from_server`, or validation context `FROM_SERVER`) it is lenient instead: unknown
+    fields are dropped at every depth, as a client of a newer server must, and `to_wire()` gives back exactly
+    the fields it read, in their order.
+    """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -38,17 +49,83 @@ class WireModel(BaseModel):
         ser_json_inf_nan="strings",
     )
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _null_is_unset(cls, data: Any) -> Any:
-        """The proto JSON parser reads `null` as "not set" for every field: drop such keys."""
-        if isinstance(data, dict) and any(v is None for v in data.values()):
-            return {k: v for k, v in data.items() if v is not None}
-        return data
+    def _null_is_unset(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
+        """The proto JSON parser reads `null` as "not set" for every field: drop such keys. From a server,
+        unknown keys are dropped too, and the order of the fields read is kept for `to_wire`."""
+        if not isinstance(data, dict):
+            return handler(data)
+        if isinstance(info.context, dict) and info.context.get("from_server"):
+            names = _field_names(cls)
+            data = {key: value for key, value in data.items() if value is not None and key in names}
+            model = handler(data)
+            # An undeclared private value: a declared PrivateAttr would slow down every model of the server.
+            object.__setattr__(model, "__pydantic_private__", {_READ_ORDER: tuple(names[k] for k in data)})
+            return model
+        if any(v is None for v in data.values()):
+            data = {k: v for k, v in data.items() if v is not None}
+        return handler(data)
+
+    @classmethod
+    def from_server(cls, data: Any) -> Self:
+        """`data` as a server answered it, leniently (see the class)."""
+        return cls.model_validate(data, context=FROM_SERVER)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, WireModel) and (self.__pydantic_private__ or other.__pydantic_private__):
+            # The order a model was read in is no part of its value: compare the fields alone.
+            fields = type(self).model_fields
+            return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in fields)
+        return super().__eq__(other)
 
     def to_wire(self) -> dict[str, Any]:
-        """Canonical proto3 JSON as a dict (defaults omitted)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        """Canonical proto3 JSON as a dict (defaults omitted). One read from a server gives back what was
+        read: the same fields (a default one too), in the same order."""
+        if _read_order(self) is None:
+            return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        return _in_read_order(self, self.model_dump(mode="json", by_alias=True, exclude_unset=True))
+
+
+_READ_ORDER = "read_order"
+
+
+@cache
+def _field_names(model: type[WireModel]) -> dict[str, str]:
+    """Field name by wire key: the camelCase alias and the snake_case name."""
+    names = {name: name for name in model.model_fields}
+    names.update({field.alias: name for name, field in model.model_fields.items() if field.alias})
+    return names
+
+
+def _read_order(model: WireModel) -> tuple[str, ...] | None:
+    """The names of the fields a model read from a server had, in their order (None: not read so)."""
+    private = model.__pydantic_private__
+    return private.get(_READ_ORDER) if private else None
+
+
+def _in_read_order(model: WireModel, dumped: dict[str, Any]) -> dict[str, Any]:
+    """`model`'s dump (`dumped`) with its keys, at every depth, in the order they were read; fields set
+    since come after them."""
+    fields = type(model).model_fields
+    out: dict[str, Any] = {}
+    for name in (*(_read_order(model) or ()), *fields):
+        key = fields[name].alias or name
+        if key in dumped and key not in out:
+            out[key] = _value_in_read_order(getattr(model, name), dumped[key])
+    return out
+
+
+def _value_in_read_order(value: Any, dumped: Any) -> Any:
+    if isinstance(value, WireModel) and isinstance(dumped, dict):
+        return _in_read_order(value, dumped)
+    if isinstance(value, list) and isinstance(dumped, list):
+        return [_value_in_read_order(item, out) for item, out in zip(value, dumped, strict=True)]
+    if isinstance(value, dict) and isinstance(dumped, dict):
+        return {key: _value_in_read_order(value.get(key), out) for key, out in dumped.items()}
+    return dumped
 
 
 W = TypeVar("W", bound=WireModel)

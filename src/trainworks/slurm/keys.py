@@ -164,10 +164,9 @@ RESERVED_PARTITION_KEYS: frozenset[str] = frozenset(_PARTITION_RESERVED)
 
 _NODE_RESERVED: dict[str, str] = {
     "NodeName": "the service names the nodes of each node pool",
-    "NodeAddr": "the service sets the nodes' addresses",
-    "NodeHostname": "the service sets the nodes' addresses",
-    "Port": "the service sets the nodes' addresses",
-    "BcastAddr": "the service sets the nodes' addresses",
+    **dict.fromkeys(
+        ("NodeAddr", "NodeHostname", "Port", "BcastAddr"), "the service sets the nodes' addresses"
+    ),
     "State": "the service sets the nodes' state (dynamic nodes are powered up and down by the service)",
 }
 RESERVED_NODE_KEYS: frozenset[str] = frozenset(_NODE_RESERVED)

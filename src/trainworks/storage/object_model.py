@@ -1,8 +1,9 @@
 """The values of the Cloud Storage JSON API object service: errors, names, preconditions and resources.
 
-StorageError and its constructors, checksums (Hasher, hash_file), bucket and object name checks,
-Preconditions, what a client sends for a new object (NewObject, Expected, parse_object_body), and what the
-service answers (ObjectInfo, BucketInfo, their JSON resources, ObjectPage). No files and no HTTP here.
+StorageError and its constructors, checksums (Hasher, hash_file) and the durable close of new bytes
+(close_durably), bucket and object name checks, Preconditions, what a client sends for a new object
+(NewObject, Expected, parse_object_body), and what the service answers (ObjectInfo, BucketInfo, their JSON
+resources, ObjectPage). No file paths and no HTTP here: open files only.
 """
 
 from __future__ import annotations
@@ -109,6 +110,13 @@ def hash_file(handle: BinaryIO) -> tuple[str, str, int]:
         offset += len(block)
     crc, md5 = hasher.digests()
     return crc, md5, hasher.size
+
+
+def close_durably(handle: BinaryIO) -> None:
+    """Close a file of new bytes once they are on disk, so that no one sees bytes a crash could lose."""
+    handle.flush()
+    os.fsync(handle.fileno())
+    handle.close()
 
 
 def check_bucket_name(bucket: str) -> str:

@@ -57,6 +57,7 @@ from trainworks.storage.object_model import (
     bad_request,
     check_bucket_name,
     check_object_name,
+    close_durably,
     conflict,
     hash_file,
     no_such_bucket,
@@ -87,9 +88,7 @@ class ObjectWriter:
     def finish(self) -> None:
         """Make the bytes durable before anyone can see them."""
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            close_durably(self._file)
             self._file = None
 
     def discard(self) -> None:

@@ -27,6 +27,7 @@ from trainworks.storage.object_model import (
     Preconditions,
     StorageError,
     bad_request,
+    close_durably,
     hash_file,
 )
 
@@ -226,9 +227,7 @@ class ChunkWriter:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            close_durably(self._file)
             self._file = None
 
 

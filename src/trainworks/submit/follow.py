@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trainworks.client import TERMINAL_STATES
+from trainworks.kinds.custom_jobs.wire import CustomJob
 from trainworks.submit.targets import JobTarget
 
 FAILED_STATES = frozenset({"JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"})
@@ -51,7 +52,7 @@ class FollowEvents(Protocol):
 
     def stalled(self, name: str, state: str, seconds: float) -> None: ...
 
-    def log(self, entry: dict[str, Any]) -> None: ...
+    def log(self, entry: Mapping[str, Any]) -> None: ...
 
 
 class _LogPump:
@@ -74,9 +75,8 @@ class _LogPump:
         self.thread.join(timeout)
 
 
-def job_error_message(job: dict[str, Any]) -> str:
-    error = job.get("error") or {}
-    return str(error.get("message") or "")
+def job_error_message(job: CustomJob) -> str:
+    return job.error.message if job.error is not None else ""
 
 
 def follow_job(
@@ -87,15 +87,15 @@ def follow_job(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any]:
-    """Poll `name` until it reaches a terminal state and return the final job (wire JSON)."""
+) -> CustomJob:
+    """Poll `name` until it reaches a terminal state and return the final job."""
     pump = _LogPump(target, name, events) if settings.stream_logs else None
     start = last_change = clock()
     last_state = ""
     stall_reported_at = 0.0
     while True:
         job = target.get_custom_job(name)
-        state = str(job.get("state", "JOB_STATE_UNSPECIFIED"))
+        state = job.state.name
         now = clock()
         if state != last_state:
             events.state(name, state)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -19,6 +19,7 @@ import yaml
 
 from trainworks.client import ApiError
 from trainworks.jobs.capacity_label import LEDGER_LABEL
+from trainworks.kinds.custom_jobs.wire import CustomJob
 from trainworks.submit import staging
 from trainworks.submit.capacity import (
     Attempt,
@@ -57,7 +58,7 @@ class SubmitEvents(Protocol):
 
     def stalled(self, name: str, state: str, seconds: float) -> None: ...
 
-    def log(self, entry: dict[str, Any]) -> None: ...
+    def log(self, entry: Mapping[str, Any]) -> None: ...
 
 
 class LoggingEvents:
@@ -79,7 +80,7 @@ class LoggingEvents:
     def stalled(self, name: str, state: str, seconds: float) -> None:
         log.warning("%s: still %s after %.0fs without a change", name, state, seconds)
 
-    def log(self, entry: dict[str, Any]) -> None:
+    def log(self, entry: Mapping[str, Any]) -> None:
         log.info("[%s] %s", entry.get("task", ""), entry.get("text", ""))
 
 
@@ -96,11 +97,11 @@ class JobHandle:
     code: staging.StagedCode
     config_uri: str
     ledger_uri: str
-    job: dict[str, Any] = field(default_factory=dict)
+    job: CustomJob = field(default_factory=CustomJob)
 
     @property
     def state(self) -> str:
-        return str(self.job.get("state", ""))
+        return _state(self.job)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +116,11 @@ class JobHandle:
             "configUri": self.config_uri,
             "ledgerUri": self.ledger_uri,
         }
+
+
+def _state(job: CustomJob) -> str:
+    """The job's state; empty when it has none (before the job is known)."""
+    return job.state.name if job.state else ""
 
 
 def _machine_spec(plan: RunPlan) -> dict[str, Any]:
@@ -156,14 +162,14 @@ def _await_capacity(
     wait: bool,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
-) -> dict[str, Any]:
+) -> CustomJob:
     """Until the job runs (or ends): a stock-out, seen in its waiting reason or error, or no start within
     `timeout`, cancels it and raises CapacityProblem. Without `wait`, one look only."""
     start = clock()
     while True:
         job = target.get_custom_job(name)
-        state = str(job.get("state", ""))
-        if state == "JOB_STATE_FAILED" and is_stockout_error(job.get("error")):
+        state = _state(job)
+        if state == "JOB_STATE_FAILED" and is_stockout_error(job.error):
             raise CapacityProblem("stockout", f"{name} failed: {job_error_message(job)}")
         if state not in PENDING_STATES:
             return job
@@ -242,7 +248,7 @@ def _submit(
         events.warning("preflight found no usable region; trying them all anyway")
         usable = regions
 
-    def attempt(region: str, try_number: int) -> tuple[str, RunPlan, dict[str, Any]]:
+    def attempt(region: str, try_number: int) -> tuple[str, RunPlan, CustomJob]:
         granted, warning = clamp_workers(base.worker_count, preflights.get(region))
         if warning:
             ledger.warnings.append(warning)
@@ -265,7 +271,7 @@ def _submit(
             + (f" with {plan.accelerator_count} x {plan.accelerator_type}" if plan.accelerator_count else "")
         )
         created = target.create_custom_job(region, body)
-        name = str(created["name"])
+        name = created.name
         job = _await_capacity(
             target,
             name,

@@ -1,19 +1,22 @@
 """Where the submitter sends jobs: a Trainworks server (our REST client) or Vertex AI (the official client).
 
-Both take and return CustomJob bodies as wire JSON (camelCase, enum names), so the submitter above them is the
-same code. Each target also says what it can do beyond the Vertex API: quota preflight and log streaming are
-Trainworks extensions.
+Both take CustomJob bodies as wire JSON (camelCase, enum names) and return the typed CustomJob (read
+leniently, as the REST client reads it), so the submitter above them is the same code. Each target also says
+what it can do beyond the Vertex API: quota preflight and log streaming are Trainworks extensions.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from trainworks.client import ApiError, TrainworksClient
 from trainworks.code_staging.store import CodeStore
+from trainworks.kernel.status import Status
+from trainworks.kinds.custom_jobs.client import LogEntry
+from trainworks.kinds.custom_jobs.wire import CustomJob
 from trainworks.submit.capacity import CapacityProblem, Preflight
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
@@ -22,23 +25,23 @@ DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 _STOCKOUT_WORDS = ("stockout", "stock-out", "resources are insufficient", "does not have enough resources")
 
 
-def is_stockout_error(error: dict[str, Any] | None) -> bool:
+def is_stockout_error(error: Status | None) -> bool:
     """Whether a job's google.rpc error says it found no capacity (code 8 RESOURCE_EXHAUSTED)."""
-    if not error:
+    if error is None:
         return False
-    message = str(error.get("message", "")).lower()
-    return int(error.get("code") or 0) == 8 or any(word in message for word in _STOCKOUT_WORDS)
+    message = error.message.lower()
+    return error.code == 8 or any(word in message for word in _STOCKOUT_WORDS)
 
 
 class JobTarget(Protocol):
     kind: str
     project: str
 
-    def create_custom_job(self, region: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create_custom_job(self, region: str, body: dict[str, Any]) -> CustomJob:
         """Create the job; raises CapacityProblem when the region refuses it for quota or capacity."""
         ...
 
-    def get_custom_job(self, name: str) -> dict[str, Any]: ...
+    def get_custom_job(self, name: str) -> CustomJob: ...
 
     def cancel_custom_job(self, name: str) -> None: ...
 
@@ -50,7 +53,7 @@ class JobTarget(Protocol):
         """Quota and free capacity for `replicas` machines of this shape; None when the target cannot say."""
         ...
 
-    def stream_logs(self, name: str) -> Iterator[dict[str, Any]] | None:
+    def stream_logs(self, name: str) -> Iterator[LogEntry] | None:
         """The job's log entries as they come, until it ends; None when the target has no log stream."""
         ...
 
@@ -68,7 +71,7 @@ class TrainworksTarget:
         self.api_key = api_key if api_key is not None else os.environ.get("TRAINWORKS_API_KEY")
         self.client = TrainworksClient(self.endpoint, api_key=self.api_key)
 
-    def create_custom_job(self, region: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create_custom_job(self, region: str, body: dict[str, Any]) -> CustomJob:
         try:
             return self.client.create_custom_job(f"projects/{self.project}/locations/{region}", body)
         except ApiError as exc:
@@ -76,7 +79,7 @@ class TrainworksTarget:
                 raise CapacityProblem("quota", exc.message) from exc
             raise
 
-    def get_custom_job(self, name: str) -> dict[str, Any]:
+    def get_custom_job(self, name: str) -> CustomJob:
         return self.client.get_custom_job(name)
 
     def cancel_custom_job(self, name: str) -> None:
@@ -97,7 +100,7 @@ class TrainworksTarget:
             accelerator_type=machine_spec.get("acceleratorType"),
             accelerator_count=int(machine_spec.get("acceleratorCount") or 0),
         )
-        shape = report.get("shape") or {}
+        shape: Mapping[str, Any] = report.get("shape") or {}
         return Preflight(
             region=region,
             served=bool(report.get("served", True)),
@@ -107,7 +110,7 @@ class TrainworksTarget:
             capacity_replicas=shape.get("capacityReplicas"),
         )
 
-    def stream_logs(self, name: str) -> Iterator[dict[str, Any]] | None:
+    def stream_logs(self, name: str) -> Iterator[LogEntry] | None:
         return self.client.stream_logs(name, follow=True)
 
     def code_store(self) -> CodeStore:
@@ -173,14 +176,14 @@ class VertexTarget:
         return parts[3] if len(parts) > 3 else ""
 
     @staticmethod
-    def _to_dict(job: Any) -> dict[str, Any]:
+    def _typed(job: Any) -> CustomJob:
+        """The official client's CustomJob as ours, read from its wire JSON as the REST client reads it."""
         from google.protobuf import json_format
 
         aiplatform_v1 = _aiplatform()
-        out: dict[str, Any] = json_format.MessageToDict(aiplatform_v1.CustomJob.pb(job))
-        return out
+        return CustomJob.from_server(json_format.MessageToDict(aiplatform_v1.CustomJob.pb(job)))
 
-    def create_custom_job(self, region: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create_custom_job(self, region: str, body: dict[str, Any]) -> CustomJob:
         aiplatform_v1 = _aiplatform()
         from google.api_core import exceptions
         from google.protobuf import json_format
@@ -193,10 +196,10 @@ class VertexTarget:
             )
         except (exceptions.ResourceExhausted, exceptions.TooManyRequests) as exc:
             raise CapacityProblem("quota", str(exc.message)) from exc
-        return self._to_dict(created)
+        return self._typed(created)
 
-    def get_custom_job(self, name: str) -> dict[str, Any]:
-        return self._to_dict(self._client(self._region_of(name)).get_custom_job(name=name))
+    def get_custom_job(self, name: str) -> CustomJob:
+        return self._typed(self._client(self._region_of(name)).get_custom_job(name=name))
 
     def cancel_custom_job(self, name: str) -> None:
         from google.api_core import exceptions
@@ -210,7 +213,7 @@ class VertexTarget:
     def preflight(self, region: str, machine_spec: dict[str, Any], replicas: int) -> Preflight | None:
         return None  # Vertex AI quotas live in Cloud Quotas; the walk learns them from create errors
 
-    def stream_logs(self, name: str) -> Iterator[dict[str, Any]] | None:
+    def stream_logs(self, name: str) -> Iterator[LogEntry] | None:
         return None  # Vertex AI job logs are in Cloud Logging
 
     def code_store(self) -> CodeStore:

@@ -17,18 +17,19 @@ import yaml
 
 from tests.support.server import LOCATION, PROJECT, ServerProcess
 from tests.support.slurm import require_slurm
+from trainworks.kernel.cli import comma_separated
 from trainworks.kernel.names import FlagError
 from trainworks.kinds.clusters.cli import (
     NEVER_UPDATED_IMAGE,
     cluster_name,
     load_cluster_config,
     nodes_text,
-    parse_update_mask,
     partitions_text,
     pools_without_image,
     print_cluster_summary,
     print_cluster_table,
 )
+from trainworks.kinds.clusters.wire import ModelDevelopmentCluster
 
 # Starts Slurm daemons: one such module at a time across test workers (tests/conftest.py).
 pytestmark = pytest.mark.slurm_daemons
@@ -141,12 +142,12 @@ def test_names_masks_and_unpinned_pools() -> None:
         cluster_name("c1", "p", None)
     with pytest.raises(FlagError, match="not a ModelDevelopmentCluster name"):
         cluster_name("projects/p/locations/l/persistentResources/c1", "p", "r")
-    assert parse_update_mask(["node_pools, labels", "orchestratorSpec.slurmSpec.config", ""]) == [
+    assert comma_separated(["node_pools, labels", "orchestratorSpec.slurmSpec.config", ""]) == [
         "node_pools",
         "labels",
         "orchestratorSpec.slurmSpec.config",
     ]
-    assert parse_update_mask(None) == []
+    assert comma_separated(None) == []
     body = {"node_pools": [{"id": "a"}, {"id": "b", "node_image": "projects/x/global/images/i"}]}
     assert pools_without_image(body) == ["a"]
 
@@ -158,7 +159,11 @@ SAMPLE: dict[str, Any] = {
     "nodePools": [
         {
             "id": "gpu",
-            "machineSpec": {"machineType": "a3-highgpu-8g", "acceleratorType": "H100", "acceleratorCount": 8},
+            "machineSpec": {
+                "machineType": "a3-highgpu-8g",
+                "acceleratorType": "NVIDIA_H100_80GB",
+                "acceleratorCount": 8,
+            },
             "scalingSpec": {"maxNodeCount": 4},
             "provisioningModel": "SPOT",
         },
@@ -221,12 +226,13 @@ SAMPLE: dict[str, Any] = {
 
 
 def test_summary_shows_pools_partitions_nodes_and_last_events(capsys: pytest.CaptureFixture[str]) -> None:
-    print_cluster_summary(SAMPLE, events=3)
+    print_cluster_summary(ModelDevelopmentCluster.from_server(SAMPLE), events=3)
     out = capsys.readouterr().out
     lines = [line.split() for line in out.splitlines()]
     assert ["State:", "RUNNING"] in lines
     assert ["Slurm", "config:", "PriorityType=priority/multifactor"] in lines
-    assert f"gpu: a3-highgpu-8g + 8 × H100; scaling 0..4 (dynamic); image {NEVER_UPDATED_IMAGE}; SPOT" in out
+    gpu = "gpu: a3-highgpu-8g + 8 × NVIDIA_H100_80GB; scaling 0..4 (dynamic)"
+    assert f"{gpu}; image {NEVER_UPDATED_IMAGE}; SPOT" in out
     assert f"cpu: n2-standard-8; scaling 2..2 (static); image {NEVER_UPDATED_IMAGE}" in out
     assert (
         "login [login]: n2-standard-8; scaling 1..1 (static); image projects/i/global/images/slurm-v2" in out
@@ -239,7 +245,7 @@ def test_summary_shows_pools_partitions_nodes_and_last_events(capsys: pytest.Cap
     assert "Events (last 3 of 12):" in out
     assert "reboot 11" in out and "reboot 9" in out and "reboot 8" not in out
 
-    print_cluster_table([SAMPLE])
+    print_cluster_table([ModelDevelopmentCluster.from_server(SAMPLE)])
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["CLUSTER_ID", "DISPLAY_NAME", "STATE", "NODES", "PARTITIONS", "CREATE_TIME"]
     assert table[1].split() == ["c1", "trainers", "RUNNING", "2/3", "cpu*,", "gpu", "2026-01-01T00:00:00Z"]
@@ -247,10 +253,11 @@ def test_summary_shows_pools_partitions_nodes_and_last_events(capsys: pytest.Cap
 
 def test_list_counts_static_nodes_not_yet_reported() -> None:
     provisioning = {k: v for k, v in SAMPLE.items() if k != "clusterStatus"}
-    assert nodes_text(provisioning) == "0/3"  # 2 static compute nodes + the login node
+    # 2 static compute nodes + the login node
+    assert nodes_text(ModelDevelopmentCluster.from_server(provisioning)) == "0/3"
     slurm = SAMPLE["orchestratorSpec"]["slurmSpec"]
     other_default = {"orchestratorSpec": {"slurmSpec": {**slurm, "defaultPartitionId": "gpu"}}}
-    assert partitions_text(other_default) == "cpu, gpu*"
+    assert partitions_text(ModelDevelopmentCluster.from_server(other_default)) == "cpu, gpu*"
 
 
 # ====================================================================== the CLI as a subprocess

@@ -354,19 +354,19 @@ def test_client_pages_through_jobs_and_waits_for_operations(server: ServerProces
         },
     }
     with TrainworksClient(server.url) as client:
-        names = {client.create_custom_job(server.parent, body)["name"] for _ in range(3)}
+        names = {client.create_custom_job(server.parent, body).name for _ in range(3)}
         listed = list(client.list_custom_jobs(server.parent, filter=f'display_name="{marker}"', page_size=1))
-        assert {j["name"] for j in listed} == names
+        assert {j.name for j in listed} == names
         first = sorted(names)[0]
         with server.client() as http:
             wait_job(http, first)
         entries = list(client.stream_logs(first, task="workerpool0-0", follow=True))
         assert {"task": "workerpool0-0", "severity": "INFO", "stream": "stdout", "text": "paged"} in entries
         op = client.delete_custom_job(first)
-        assert op["name"].startswith(first + "/operations/")
-        done = client.wait_operation(op["name"], timeout_s=60)
-        assert done.get("done") is True and "error" not in done
-        assert client.get_operation(op["name"])["done"] is True
+        assert op.name.startswith(first + "/operations/")
+        done = client.wait_operation(op.name, timeout_s=60)
+        assert done.done is True and done.error is None
+        assert client.get_operation(op.name).done is True
         with pytest.raises(ApiError) as info:
             client.get_custom_job(first)
         assert (info.value.status_code, info.value.status) == (404, "NOT_FOUND")

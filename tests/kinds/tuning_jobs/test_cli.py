@@ -18,6 +18,7 @@ from tests.support.server import LOCATION, ServerProcess, wait_for
 from trainworks.kernel.names import FlagError
 from trainworks.kinds.tuning_jobs.cli import build_tuning_job, normalize_algorithm, tuning_job_name
 from trainworks.kinds.tuning_jobs.render import best_metric_text, rank_trials, trials_progress
+from trainworks.kinds.tuning_jobs.wire import HyperparameterTuningJob
 
 REGION = ("--region", LOCATION)
 
@@ -215,7 +216,7 @@ def _trial(tid: str, state: str, value: Any = None, reason: str = "") -> dict[st
 
 @pytest.mark.parametrize(("goal", "order"), [("MAXIMIZE", ["3", "1", "2"]), ("MINIMIZE", ["2", "1", "3"])])
 def test_rank_trials_follows_the_goal(goal: str, order: list[str]) -> None:
-    job = {
+    wire = {
         "studySpec": {"metrics": [{"metricId": "m", "goal": goal}]},
         "maxTrialCount": 8,
         "trials": [
@@ -227,10 +228,12 @@ def test_rank_trials_follows_the_goal(goal: str, order: list[str]) -> None:
             _trial("3", "SUCCEEDED", 2.0 if goal == "MAXIMIZE" else 9.0),
         ],
     }
-    assert [t["id"] for t in rank_trials(job)] == [*order, "4", "5", "10"]
+    job = HyperparameterTuningJob.from_server(wire)
+    assert [t.id for t in rank_trials(job)] == [*order, "4", "5", "10"]
     assert trials_progress(job) == "5/8"
     assert best_metric_text(job).endswith(f"(trial {order[0]})")
-    assert best_metric_text({"studySpec": job["studySpec"], "trials": [job["trials"][0]]}) == ""
+    only_infeasible = {"studySpec": wire["studySpec"], "trials": [wire["trials"][0]]}
+    assert best_metric_text(HyperparameterTuningJob.from_server(only_infeasible)) == ""
 
 
 # ====================================================================== the CLI against a real server

@@ -16,23 +16,15 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from trainworks.kernel.cli import (
-    AsyncOpt,
-    ListFlags,
-    OperationTarget,
-    OperationTimeoutOpt,
-    Options,
-    ResourceCommands,
-    command,
-    group,
-    name_argument,
-)
+from trainworks.kernel import cli
+from trainworks.kernel.cli import Options, command
 from trainworks.kernel.flags import read_config_mapping
 from trainworks.kernel.names import NameSpec, parse_name
 from trainworks.kernel.render import (
     CREATE_TIME,
     Column,
     console,
+    enum_text,
     error_text,
     labels_text,
     machine_text,
@@ -43,10 +35,21 @@ from trainworks.kernel.render import (
     resource_id,
     styled,
     table,
+    text_rows,
+    time_text,
 )
 from trainworks.kinds.clusters.client import ClustersClient
+from trainworks.kinds.clusters.wire import (
+    ClusterNetwork,
+    ClusterStatus,
+    ModelDevelopmentCluster,
+    NodePool,
+    NodeState,
+    SlurmPartition,
+    SlurmSpec,
+)
 
-app = group(
+app = cli.group(
     "clusters",
     "Create and manage training clusters (v1beta1 modelDevelopmentClusters, run as Slurm clusters).",
 )
@@ -55,7 +58,7 @@ COLLECTION = "modelDevelopmentClusters"
 KIND = "ModelDevelopmentCluster"
 CLUSTERS = NameSpec(COLLECTION, "CLUSTER_ID", KIND, "cluster", KIND)
 
-ClusterArg = Annotated[str, name_argument(CLUSTERS)]
+ClusterArg = Annotated[str, cli.name_argument(CLUSTERS)]
 ConfigOpt = Annotated[
     Path,
     typer.Option(
@@ -138,11 +141,6 @@ def load_cluster_config(path: Path) -> tuple[dict[str, Any], list[str]]:
     return body, dropped
 
 
-def parse_update_mask(values: list[str] | None) -> list[str]:
-    """Every --update-mask value, split on commas (paths as written: the server takes either spelling)."""
-    return [path.strip() for value in values or [] for path in value.split(",") if path.strip()]
-
-
 def cluster_name(value: str, project: str, region: str | None) -> str:
     """A full cluster name, from a name or a bare ID (expanded with --project and --region)."""
     return parse_name(CLUSTERS, value, project, region)
@@ -175,146 +173,147 @@ _STATE_STYLE = {
 NEVER_UPDATED_IMAGE = "(default, never updated)"
 
 
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
+def _slurm(cluster: ModelDevelopmentCluster) -> SlurmSpec:
+    spec = cluster.orchestrator_spec
+    return spec.slurm_spec if spec is not None and spec.slurm_spec is not None else SlurmSpec()
 
 
-def _slurm(cluster: dict[str, Any]) -> dict[str, Any]:
-    return (cluster.get("orchestratorSpec") or {}).get("slurmSpec") or {}
+def _status(cluster: ModelDevelopmentCluster) -> ClusterStatus:
+    return cluster.cluster_status or ClusterStatus()
 
 
-def _state(cluster: dict[str, Any]) -> str:
-    state: str = (cluster.get("clusterStatus") or {}).get("state", "")
-    return state
+def _state(cluster: ModelDevelopmentCluster) -> str:
+    return enum_text(_status(cluster).state)
 
 
-def _pairs(mapping: dict[str, Any] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (mapping or {}).items())
+def _pairs(mapping: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in mapping.items())
 
 
-def default_partition(cluster: dict[str, Any]) -> str:
+def _min_nodes(pool: NodePool) -> int:
+    return pool.scaling_spec.min_node_count if pool.scaling_spec is not None else 0
+
+
+def default_partition(cluster: ModelDevelopmentCluster) -> str:
     """The default partition: defaultPartitionId, else the first partition (the field then stays empty)."""
     slurm = _slurm(cluster)
-    partitions = slurm.get("partitions") or []
-    return str(slurm.get("defaultPartitionId") or (partitions[0].get("id", "") if partitions else ""))
+    return slurm.default_partition_id or (slurm.partitions[0].id if slurm.partitions else "")
 
 
-def scaling_text(pool: dict[str, Any]) -> str:
+def scaling_text(pool: NodePool) -> str:
     """`2..2 (static)`, `0..4 (dynamic)` or `1..4`: min>0 nodes are static, the rest Slurm scales."""
-    scaling = pool.get("scalingSpec") or {}
-    low, high = _int(scaling.get("minNodeCount")), _int(scaling.get("maxNodeCount"))
+    low = _min_nodes(pool)
+    high = pool.scaling_spec.max_node_count if pool.scaling_spec is not None else 0
     kind = " (static)" if low == high else " (dynamic)" if low == 0 else ""
     return f"{low}..{high}{kind}"
 
 
-def node_pool_text(pool: dict[str, Any], login_pool: str) -> str:
+def node_pool_text(pool: NodePool, login_pool: str) -> str:
     """One node pool of `describe`: ID, machine, scaling, image and the optional settings it has."""
-    pool_id = str(pool.get("id", "?"))
-    machine = machine_text(pool.get("machineSpec") or {})
-    text = f"{pool_id}{' [login]' if pool_id == login_pool else ''}: {machine}"
-    text += f"; scaling {scaling_text(pool)}; image {pool.get('nodeImage') or NEVER_UPDATED_IMAGE}"
-    if pool.get("provisioningModel"):
-        text += f"; {pool['provisioningModel']}"
-    if pool.get("zone"):
-        text += f"; zone {pool['zone']}"
-    return text
+    pool_id = pool.id or "?"
+    parts = [
+        f"{pool_id}{' [login]' if pool_id == login_pool else ''}: {machine_text(pool.machine_spec)}",
+        f"scaling {scaling_text(pool)}",
+        f"image {pool.node_image or NEVER_UPDATED_IMAGE}",
+        enum_text(pool.provisioning_model),
+        f"zone {pool.zone}" if pool.zone else "",
+    ]
+    return "; ".join(part for part in parts if part)
 
 
-def partition_text(partition: dict[str, Any], default: str) -> str:
-    partition_id = str(partition.get("id", "?"))
+def partition_text(partition: SlurmPartition, default: str) -> str:
+    partition_id = partition.id or "?"
     text = f"{partition_id}{' (default)' if partition_id == default else ''}: "
-    text += f"node pools {', '.join(partition.get('nodePoolIds') or []) or '(none)'}"
-    if partition.get("config"):
-        text += f"; {_pairs(partition['config'])}"
+    text += f"node pools {', '.join(partition.node_pool_ids) or '(none)'}"
+    if partition.config:
+        text += f"; {_pairs(partition.config)}"
     return text
 
 
-def partitions_text(cluster: dict[str, Any]) -> str:
+def partitions_text(cluster: ModelDevelopmentCluster) -> str:
     """Partition IDs for `list`, the default one marked with `*`."""
     default = default_partition(cluster)
-    ids = [str(p.get("id", "?")) for p in _slurm(cluster).get("partitions") or []]
+    ids = [p.id or "?" for p in _slurm(cluster).partitions]
     return ", ".join(f"{i}*" if i == default else i for i in ids)
 
 
-def nodes_text(cluster: dict[str, Any]) -> str:
+def nodes_text(cluster: ModelDevelopmentCluster) -> str:
     """`running/total`: total is the nodes reported, or the static nodes the pools ask for if more."""
-    nodes = (cluster.get("clusterStatus") or {}).get("nodesStatus") or []
-    running = sum(1 for n in nodes if n.get("nodeState") == "RUNNING")
-    static = sum(
-        _int((p.get("scalingSpec") or {}).get("minNodeCount")) for p in cluster.get("nodePools") or []
-    )
+    nodes = _status(cluster).nodes_status
+    running = sum(1 for n in nodes if n.node_state == NodeState.RUNNING)
+    static = sum(_min_nodes(pool) for pool in cluster.node_pools)
     return f"{running}/{max(len(nodes), static)}"
 
 
-def print_cluster_summary(cluster: dict[str, Any], events: int = 10) -> None:
+def _summary_rows(cluster: ModelDevelopmentCluster) -> list[tuple[str, str]]:
+    """Status, times, labels, network and the Slurm settings of `describe`."""
+    from rich.markup import escape
+
+    status, slurm = _status(cluster), _slurm(cluster)
+    rows: list[tuple[str, str]] = [
+        ("Name", escape(cluster.name)),
+        ("Display name", escape(cluster.display_name)),
+        ("State", styled(status.state.name, _STATE_STYLE)),
+        *text_rows(("Detail", status.detail)),
+    ]
+    if status.error is not None:
+        rows.append(("Error", error_text(status.error)))
+    rows.append(("Created", time_text(cluster.create_time)))
+    for label, value in (("Started", cluster.start_time), ("Updated", cluster.update_time)):
+        if value is not None:
+            rows.append((label, time_text(value)))
+    network = cluster.network or ClusterNetwork()
+    rows += text_rows(
+        ("Labels", labels_text(cluster.labels)),
+        ("Network", network.network),
+        ("Subnetwork", network.subnetwork),
+        ("Home directory", slurm.home_directory_storage),
+    )
+    rows.append(("Slurm config", escape(_pairs(slurm.config)) or "(none)"))
+    prolog, epilog = len(slurm.prolog_bash_scripts), len(slurm.epilog_bash_scripts)
+    rows.append(("Job scripts", f"{prolog} prolog, {epilog} epilog"))
+    return rows
+
+
+def print_cluster_summary(cluster: ModelDevelopmentCluster, events: int = 10) -> None:
     """A cluster as aligned `Label: value` lines (status, spec), then its nodes and its last `events`."""
     from rich.markup import escape
     from rich.padding import Padding
 
     out = console()
-    status = cluster.get("clusterStatus") or {}
     slurm = _slurm(cluster)
-    rows: list[tuple[str, str]] = [
-        ("Name", escape(cluster.get("name", ""))),
-        ("Display name", escape(cluster.get("displayName", ""))),
-        ("State", styled(status.get("state", "STATE_UNSPECIFIED"), _STATE_STYLE)),
-    ]
-    if status.get("detail"):
-        rows.append(("Detail", escape(status["detail"])))
-    if status.get("error"):
-        rows.append(("Error", error_text(status["error"])))
-    rows.append(("Created", cluster.get("createTime", "")))
-    for label, key in (("Started", "startTime"), ("Updated", "updateTime")):
-        if cluster.get(key):
-            rows.append((label, cluster[key]))
-    if cluster.get("labels"):
-        rows.append(("Labels", escape(labels_text(cluster["labels"]))))
-    network = cluster.get("network") or {}
-    for label, key in (("Network", "network"), ("Subnetwork", "subnetwork")):
-        if network.get(key):
-            rows.append((label, escape(network[key])))
-    if slurm.get("homeDirectoryStorage"):
-        rows.append(("Home directory", escape(slurm["homeDirectoryStorage"])))
-    rows.append(("Slurm config", escape(_pairs(slurm.get("config"))) or "(none)"))
-    prolog, epilog = len(slurm.get("prologBashScripts") or []), len(slurm.get("epilogBashScripts") or [])
-    rows.append(("Job scripts", f"{prolog} prolog, {epilog} epilog"))
-    print_rows(rows, out)
+    print_rows(_summary_rows(cluster), out)
 
-    login_pool = str(slurm.get("loginNodePoolId", ""))
     print_lines(
-        "Node pools", [node_pool_text(pool, login_pool) for pool in cluster.get("nodePools") or []], out
+        "Node pools", [node_pool_text(pool, slurm.login_node_pool_id) for pool in cluster.node_pools], out
     )
     default = default_partition(cluster)
-    partitions = [partition_text(partition, default) for partition in slurm.get("partitions") or []]
-    print_lines("Partitions", partitions, out)
-    if slurm.get("nodeSets"):
+    print_lines("Partitions", [partition_text(partition, default) for partition in slurm.partitions], out)
+    if slurm.node_sets:
         node_sets = [
-            f"{node_set.get('nodePoolId', '?')}: {_pairs(node_set.get('config')) or '(no config)'}"
-            for node_set in slurm["nodeSets"]
+            f"{node_set.node_pool_id or '?'}: {_pairs(node_set.config) or '(no config)'}"
+            for node_set in slurm.node_sets
         ]
         print_lines("Node sets", node_sets, out)
 
-    nodes = status.get("nodesStatus") or []
+    nodes = _status(cluster).nodes_status
     out.print(f"[bold]Nodes ({len(nodes)}):[/bold]")
     if nodes:
         columns = [Column(c) for c in ("INSTANCE_NAME", "POOL", "TYPE", "STATE", "INSTANCE_ID", "CREATED")]
         node_table = table([*columns, Column("DETAIL", fold=True)])
         for node in nodes:
             node_table.add_row(
-                escape(str(node.get("instanceName", ""))),
-                escape(str(node.get("nodePoolId", ""))),
-                str(node.get("nodePoolType", "")).removeprefix("NODE_POOL_TYPE_"),
-                styled(str(node.get("nodeState", "")), _STATE_STYLE),
-                escape(str(node.get("instanceId", ""))),
-                str(node.get("createTime", "")),
-                escape(str(node.get("detail", ""))),
+                escape(node.instance_name),
+                escape(node.node_pool_id),
+                enum_text(node.node_pool_type).removeprefix("NODE_POOL_TYPE_"),
+                styled(enum_text(node.node_state), _STATE_STYLE),
+                escape(node.instance_id),
+                time_text(node.create_time),
+                escape(node.detail),
             )
         out.print(Padding(node_table, (0, 0, 0, 2)))
 
-    all_events = sorted(cluster.get("clusterEvents") or [], key=lambda e: str(e.get("eventTime", "")))
+    all_events = sorted(cluster.cluster_events, key=lambda event: time_text(event.event_time))
     shown = all_events[-events:] if events > 0 else []
     count = f"last {len(shown)} of {len(all_events)}" if len(shown) < len(all_events) else str(len(shown))
     out.print(f"[bold]Events ({count}):[/bold]")
@@ -322,14 +321,12 @@ def print_cluster_summary(cluster: dict[str, Any], events: int = 10) -> None:
         event_table = table([Column("TIME"), Column("TYPE"), Column("MESSAGE", fold=True)])
         for event in shown:
             event_table.add_row(
-                str(event.get("eventTime", "")),
-                escape(str(event.get("eventType", ""))),
-                escape(str(event.get("eventMessage", ""))),
+                time_text(event.event_time), escape(enum_text(event.event_type)), escape(event.event_message)
             )
         out.print(Padding(event_table, (0, 0, 0, 2)))
 
 
-def print_cluster_table(clusters: list[dict[str, Any]]) -> None:
+def print_cluster_table(clusters: list[ModelDevelopmentCluster]) -> None:
     """Clusters as a table: ID, display name, state, nodes running/total, partitions, create time."""
     from rich.markup import escape
 
@@ -342,8 +339,9 @@ def print_cluster_table(clusters: list[dict[str, Any]]) -> None:
 
 
 # ====================================================================== operations
-TARGET = OperationTarget(
+TARGET = cli.OperationTarget(
     client_type=ClustersClient,
+    model=ModelDevelopmentCluster,
     kind=KIND,
     command="clusters",
     summary=print_cluster_summary,
@@ -370,8 +368,8 @@ def create(
         ),
     ],
     config: ConfigOpt,
-    async_: AsyncOpt = False,
-    timeout: OperationTimeoutOpt = 600.0,
+    async_: cli.AsyncOpt = False,
+    timeout: cli.OperationTimeoutOpt = 600.0,
     *,
     opts: Options,
 ) -> None:
@@ -400,10 +398,10 @@ def describe(
     )
 
 
-COMMANDS = ResourceCommands(app, CLUSTERS, ClusterArg, ClustersClient)
+COMMANDS = cli.ResourceCommands(app, CLUSTERS, ClusterArg, ClustersClient)
 COMMANDS.list_(
     "List every training cluster of a project and region (all pages), in ID order.",
-    ListFlags(page_size="Clusters per request (0: server default)."),
+    cli.ListFlags(page_size="Clusters per request (0: server default)."),
     lambda client, query: client.list_clusters(query.parent, query.size),
     print_cluster_table,
 )
@@ -431,8 +429,8 @@ def update(
             "USER_AND_SERVICE also refreshes them.",
         ),
     ] = UpdateMode.USER_AND_SERVICE,
-    async_: AsyncOpt = False,
-    timeout: OperationTimeoutOpt = 600.0,
+    async_: cli.AsyncOpt = False,
+    timeout: cli.OperationTimeoutOpt = 600.0,
     *,
     opts: Options,
 ) -> None:
@@ -440,7 +438,7 @@ def update(
     name = opts.name(CLUSTERS, cluster)
     body, dropped = load_cluster_config(config)
     _report_dropped(dropped)
-    mask = parse_update_mask(update_mask)
+    mask = cli.comma_separated(update_mask)  # paths as written: the server takes either spelling
     mode = UpdateMode(update_mode).value
     print_status(f"Update mask: {','.join(mask) if mask else '(none)'}")
     print_status(f"Update mode: {mode}")
@@ -475,7 +473,6 @@ __all__ = [
     "default_partition",
     "load_cluster_config",
     "nodes_text",
-    "parse_update_mask",
     "partitions_text",
     "pools_without_image",
     "print_cluster_summary",

@@ -26,7 +26,7 @@ from trainworks.kinds.custom_jobs.autopackage import (
     plan_package,
     stage_package,
 )
-from trainworks.kinds.custom_jobs.client import CustomJobsClient
+from trainworks.kinds.custom_jobs.client import CustomJobsClient, JobStatus
 from trainworks.kinds.custom_jobs.pool_specs import LocalPackage, build_custom_job, check_local_package_flags
 from trainworks.kinds.custom_jobs.render import print_job_summary, print_job_table
 
@@ -41,7 +41,7 @@ def job_name(value: str, project: str, region: str | None) -> str:
     return parse_name(CUSTOM_JOBS, value, project, region)
 
 
-def _job_status(client: CustomJobsClient, name: str) -> dict[str, Any] | None:
+def _job_status(client: CustomJobsClient, name: str) -> JobStatus | None:
     """The server's status extension of a job (scheduling, restarts, cost) for `describe`."""
     try:
         return client.get_custom_job_status(name)

@@ -1,51 +1,153 @@
 """The customJobs methods of the REST client, with Trainworks' job extensions (status, tensorboard, logs,
-preempt)."""
+preempt) and the shapes of their answers (no proto describes them: TypedDicts of the JSON as it comes)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import NotRequired, cast
 
 import httpx
 
+# typing's TypedDict is not one pydantic can check on Python 3.11 (the tests check the server's answers).
+from typing_extensions import TypedDict
+
 from trainworks.kernel.client import EXTENSIONS, Client, JsonObject
+from trainworks.kernel.longrunning import Operation
+from trainworks.kinds.custom_jobs.wire import CustomJob
 
 
+# ------------------------------------------------------------------ extension answers
+class CostFigures(TypedDict):
+    """What every cost summary has (catalog/billing.py totals_wire): hours and USD."""
+
+    machineHours: float
+    acceleratorHours: dict[str, float]  # by accelerator type
+    costUsd: float
+    onDemandEquivalentUsd: float
+    coveredUsd: NotRequired[float]
+
+
+class CostGroup(CostFigures):
+    """One machine shape of a job's pool (`pool`) or of a persistent resource's pool (`resourcePool`)."""
+
+    pool: NotRequired[str]
+    resourcePool: NotRequired[str]
+    machineType: str
+    acceleratorType: NotRequired[str]
+    acceleratorCount: NotRequired[int]
+    spot: bool
+    intervals: int
+    running: NotRequired[int]
+    priced: NotRequired[bool]  # false: the catalog has no price for the shape
+    hourlyPriceUsd: NotRequired[float]
+
+
+class JobCost(CostFigures):
+    """A job's machine-hours and approximate cost so far."""
+
+    currency: str
+    spot: bool
+    billedTo: NotRequired[str | list[str]]  # the persistent resource(s) billed instead
+    running: bool
+    asOf: str
+    pools: list[CostGroup]
+
+
+class Restart(TypedDict):
+    """One restart of the job's history."""
+
+    attempt: int
+    kind: str
+    reason: str
+    time: str
+
+
+class ReplicaStatus(TypedDict):
+    task: str  # workerpool0-0
+    attempt: int
+    phase: str
+    address: str
+    restarts: int
+    pid: NotRequired[int]
+    exitCode: NotRequired[int]
+    detail: NotRequired[str]
+    preempted: NotRequired[bool]
+    startTime: NotRequired[str]
+    endTime: NotRequired[str]
+
+
+class JobStatus(TypedDict):
+    """Trainworks' status of a job: attempt, restart history, replicas, cost, zone, why it waits."""
+
+    name: str
+    state: str
+    attempt: int
+    priority: int
+    restarts: list[Restart]
+    replicas: list[ReplicaStatus]
+    cost: JobCost
+    zone: NotRequired[str]
+    waitingReason: NotRequired[str]
+
+
+class TensorboardInfo(TypedDict):
+    name: str
+    logDir: str  # the job's AIP_TENSORBOARD_LOG_DIR
+    localPath: NotRequired[str]  # its folder, with local buckets
+
+
+class Preempted(TypedDict):
+    preempted: list[str]  # the replicas preempted
+
+
+class LogEntry(TypedDict):
+    """One line of a job's log: a replica's output (`stream`), or a service message (`time`)."""
+
+    task: str
+    severity: str
+    text: str
+    stream: NotRequired[str]
+    time: NotRequired[str | None]
+
+
+# ------------------------------------------------------------------ the methods
 class CustomJobsClient(Client):
     """customJobs (create is synchronous; delete returns the long-running Operation)."""
 
-    def create_custom_job(self, parent: str, body: JsonObject) -> JsonObject:
-        return self._create(parent, "/customJobs", body)
+    def create_custom_job(self, parent: str, body: JsonObject) -> CustomJob:
+        return self._create(CustomJob, parent, "/customJobs", body)
 
-    def get_custom_job(self, name: str) -> JsonObject:
-        return self._get(name)
+    def get_custom_job(self, name: str) -> CustomJob:
+        return self._get(CustomJob, name)
 
-    def list_custom_jobs(self, parent: str, filter: str = "", page_size: int = 0) -> Iterator[JsonObject]:
+    def list_custom_jobs(self, parent: str, filter: str = "", page_size: int = 0) -> Iterator[CustomJob]:
         """Every job matching `filter`, fetching pages lazily (following nextPageToken)."""
-        return self._list(parent, "/customJobs", {"filter": filter, "pageSize": page_size or None})
+        return self._list(CustomJob, parent, "/customJobs", page_size, {"filter": filter})
 
-    def cancel_custom_job(self, name: str) -> JsonObject:
-        return self._cancel(name)
+    def cancel_custom_job(self, name: str) -> None:
+        self._cancel(name)
 
-    def delete_custom_job(self, name: str) -> JsonObject:
+    def delete_custom_job(self, name: str) -> Operation:
         """Starts the deletion; returns the long-running Operation."""
         return self._delete(name)
 
     # ------------------------------------------------------------------ Trainworks extensions
-    def get_custom_job_status(self, name: str) -> JsonObject:
+    def get_custom_job_status(self, name: str) -> JobStatus:
         """Trainworks' status of a job: attempt, restart history, zone, waiting reason, replicas."""
-        return self._get(name, "/status", api=EXTENSIONS)
+        return cast(JobStatus, self._get_json(name, "/status", api=EXTENSIONS))
 
-    def get_custom_job_tensorboard(self, name: str) -> JsonObject:
+    def get_custom_job_tensorboard(self, name: str) -> TensorboardInfo:
         """The job's AIP_TENSORBOARD_LOG_DIR (logDir) and, with local buckets, its folder (localPath)."""
-        return self._get(name, "/tensorboard", api=EXTENSIONS)
+        return cast(TensorboardInfo, self._get_json(name, "/tensorboard", api=EXTENSIONS))
 
-    def preempt_custom_job(self, name: str, replica: str | None = None) -> JsonObject:
+    def preempt_custom_job(self, name: str, replica: str | None = None) -> Preempted:
         """Preempts a running SPOT job's replica (all of them when `replica` is None), for chaos tests."""
-        return self._verb(name, "preempt", {"replica": replica} if replica else {}, api=EXTENSIONS)
+        body = {"replica": replica} if replica else {}
+        return cast(Preempted, self._verb(name, "preempt", body, api=EXTENSIONS))
 
-    def stream_logs(self, name: str, task: str | None = None, follow: bool = True) -> Iterator[JsonObject]:
-        """Log entries `{task, severity, stream?, text, time?}` of a job as they come.
+    def stream_logs(self, name: str, task: str | None = None, follow: bool = True) -> Iterator[LogEntry]:
+        """Log entries of a job as they come.
 
         With `follow`, the stream stays open until the job ends, so there is no read timeout.
         """
@@ -59,7 +161,18 @@ class CustomJobsClient(Client):
             except ValueError:
                 entry = {"task": "", "severity": "DEFAULT", "text": line}
             if isinstance(entry, dict):
-                yield entry
+                yield cast(LogEntry, entry)
 
 
-__all__ = ["CustomJobsClient"]
+__all__ = [
+    "CostFigures",
+    "CostGroup",
+    "CustomJobsClient",
+    "JobCost",
+    "JobStatus",
+    "LogEntry",
+    "Preempted",
+    "ReplicaStatus",
+    "Restart",
+    "TensorboardInfo",
+]

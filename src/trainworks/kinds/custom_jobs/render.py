@@ -4,55 +4,65 @@ first rows, state colours, log lines) is in `jobs.render`."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from trainworks.jobs.render import JOB_STATE_STYLE, job_rows
 from trainworks.kernel.render import (
     CREATE_TIME,
     Column,
     console,
+    duration_text,
+    has_fields,
     machine_text,
     print_lines,
     print_resource_table,
     print_rows,
     run_time,
+    state_name,
+    text_rows,
 )
+from trainworks.kinds.custom_jobs.client import JobStatus
+from trainworks.kinds.custom_jobs.wire import CustomJob, WorkerPoolSpec
 
 
-def _describe_pool(index: int, pool: dict[str, Any]) -> str:
+def _listed(values: list[str]) -> str | None:
+    return json.dumps(values) if values else None
+
+
+def _describe_pool(index: int, pool: WorkerPoolSpec) -> str:
     """A worker pool as `pool N: replicas x machine` plus indented lines for its image or package."""
-    if not pool:
+    if not pool.model_fields_set:
         return f"pool {index}: (skipped)"
-    machine = machine_text(pool.get("machineSpec") or {}, times="x")
-    text = f"pool {index}: {pool.get('replicaCount', '0')} x {machine}"
-    container, package = pool.get("containerSpec"), pool.get("pythonPackageSpec")
-    if container:
-        text += f"\n      image    {container.get('imageUri', '')}"
-        if container.get("command"):
-            text += f"\n      command  {json.dumps(container['command'])}"
-        if container.get("args"):
-            text += f"\n      args     {json.dumps(container['args'])}"
-    elif package:
-        text += f"\n      executor {package.get('executorImageUri', '')}"
-        text += f"\n      module   {package.get('pythonModule', '')}"
-        if package.get("packageUris"):
-            text += f"\n      packages {', '.join(package['packageUris'])}"
-        if package.get("args"):
-            text += f"\n      args     {json.dumps(package['args'])}"
-    return text
+    machine = machine_text(pool.machine_spec, times="x")
+    container, package = pool.container_spec, pool.python_package_spec
+    lines: list[tuple[str, str | None]] = []  # (label, value); None: no line
+    if has_fields(container):
+        lines = [
+            ("image", container.image_uri),
+            ("command", _listed(container.command)),
+            ("args", _listed(container.args)),
+        ]
+    elif has_fields(package):
+        lines = [
+            ("executor", package.executor_image_uri),
+            ("module", package.python_module),
+            ("packages", ", ".join(package.package_uris) or None),
+            ("args", _listed(package.args)),
+        ]
+    text = f"pool {index}: {pool.replica_count} x {machine}"
+    return text + "".join(f"\n      {label:<8} {value}" for label, value in lines if value is not None)
 
 
-def _status_rows(status: dict[str, Any] | None) -> list[tuple[str, str]]:
+def _status_rows(status: JobStatus | None) -> list[tuple[str, str]]:
     """Scheduling and restarts, from the server's status extension."""
     from rich.markup import escape
 
     if not status:
         return []
     rows: list[tuple[str, str]] = []
-    if status.get("waitingReason"):
-        rows.append(("Waiting", f"[yellow]{escape(status['waitingReason'])}[/yellow]"))
-    if status.get("zone"):
-        rows.append(("Zone", escape(status["zone"])))
+    waiting = status.get("waitingReason")
+    if waiting:
+        rows.append(("Waiting", f"[yellow]{escape(waiting)}[/yellow]"))
+    rows += text_rows(("Zone", status.get("zone", "")))
     restarts = status.get("restarts") or []
     if restarts:
         rows.append(("Attempt", f"{status.get('attempt', 0) + 1} ({len(restarts)} restart(s))"))
@@ -72,40 +82,37 @@ def _status_rows(status: dict[str, Any] | None) -> list[tuple[str, str]]:
             text += f"; on-demand ${float(cost.get('onDemandEquivalentUsd', 0)):,.4f}"
         text += ", so far)" if cost.get("running") else ")"
         if cost.get("billedTo"):
-            text += f"; billed to {cost['billedTo']}"
+            text += f"; billed to {cost.get('billedTo')}"
         rows.append(("Cost", escape(text)))
         for name, used in sorted((cost.get("acceleratorHours") or {}).items()):
             rows.append(("  accelerators", escape(f"{float(used):,.4f} h of {name}")))
     return rows
 
 
-def print_job_summary(job: dict[str, Any], status: dict[str, Any] | None = None) -> None:
+def print_job_summary(job: CustomJob, status: JobStatus | None = None) -> None:
     """One job as aligned `Label: value` lines, then its worker pools."""
-    from rich.markup import escape
-
     out = console()
     rows = job_rows(job, _status_rows(status))
-    spec = job.get("jobSpec") or {}
-    timeout = (spec.get("scheduling") or {}).get("timeout")
-    if timeout:
-        rows.append(("Timeout", timeout))
-    output_dir = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
-    if output_dir:
-        rows.append(("Output dir", escape(output_dir)))
-    for label, key in (("Service account", "serviceAccount"), ("Network", "network")):
-        if spec.get(key):
-            rows.append((label, escape(spec[key])))
+    spec = job.job_spec
+    if spec is not None:
+        if spec.scheduling is not None and spec.scheduling.timeout is not None:
+            rows.append(("Timeout", duration_text(spec.scheduling.timeout)))
+        output = spec.base_output_directory
+        rows += text_rows(
+            ("Output dir", output.output_uri_prefix if output is not None else ""),
+            ("Service account", spec.service_account),
+            ("Network", spec.network),
+        )
     print_rows(rows, out)
-    pools = spec.get("workerPoolSpecs") or []
+    pools = spec.worker_pool_specs if spec is not None else []
     if pools:
         print_lines("Worker pools", [_describe_pool(i, pool) for i, pool in enumerate(pools)], out)
 
 
-def print_job_table(jobs: list[dict[str, Any]]) -> None:
+def print_job_table(jobs: list[CustomJob]) -> None:
     """Jobs as a table (ID, display name, state, create time, run time), like `gcloud ... list`."""
-    print_resource_table(
-        jobs, "CUSTOM_JOB_ID", JOB_STATE_STYLE, [CREATE_TIME, (Column("RUN_TIME"), run_time)]
-    )
+    run = (Column("RUN_TIME"), lambda job: run_time(job.start_time, job.end_time))
+    print_resource_table(jobs, "CUSTOM_JOB_ID", JOB_STATE_STYLE, [CREATE_TIME, run], state_name)
 
 
 __all__ = ["print_job_summary", "print_job_table"]

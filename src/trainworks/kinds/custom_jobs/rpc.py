@@ -3,18 +3,12 @@ REST route (routes.py's CUSTOM_JOBS) with the arguments that route passes (kerne
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import Binding, Route, bind_vertex
+from trainworks.kernel.rpc import Binding, bind_vertex, job_routes
 from trainworks.kinds.custom_jobs.routes import CUSTOM_JOBS
 from trainworks.kinds.custom_jobs.service import CustomJobService
 
-# RPC -> the REST route (its name in CUSTOM_JOBS), and the request field the REST body is.
-ROUTES = {
-    "CreateCustomJob": Route("create", body="custom_job"),
-    "ListCustomJobs": Route("list_"),
-    "GetCustomJob": Route("get"),
-    "CancelCustomJob": Route("cancel"),
-    "DeleteCustomJob": Route("delete"),
-}
+# Create, List, Get, Cancel and Delete: each RPC answered by the route of the same name in CUSTOM_JOBS.
+ROUTES = job_routes("CustomJob", "CustomJobs", body="custom_job")
 
 
 def bindings(custom_jobs: CustomJobService) -> list[Binding]:

@@ -25,7 +25,7 @@ import typer
 from trainworks.kernel.cli import NO_FORMAT, Options, command
 from trainworks.kernel.render import print_status
 from trainworks.kinds.custom_jobs.cli import CUSTOM_JOBS, JobArg
-from trainworks.kinds.custom_jobs.client import CustomJobsClient
+from trainworks.kinds.custom_jobs.client import CustomJobsClient, TensorboardInfo
 from trainworks.ports import bindable
 
 HOST = "127.0.0.1"
@@ -51,7 +51,7 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def choose_log_dir(info: dict[str, str], endpoint: str) -> str:
+def choose_log_dir(info: TensorboardInfo, endpoint: str) -> str:
     """The job's folder when this machine has it (the server is local); else the gs:// URI."""
     local = info.get("localPath")
     if local and (Path(local).exists() or urlsplit(endpoint).hostname in LOOPBACK_NAMES):

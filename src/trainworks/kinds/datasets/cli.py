@@ -12,25 +12,19 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.kernel.cli import (
-    ListFlags,
-    Options,
-    ResourceCommands,
-    command,
-    exit_unless_succeeded,
-    group,
-    name_argument,
-    operation_done,
-)
+from trainworks.kernel import cli
+from trainworks.kernel.cli import Options, command
 from trainworks.kernel.flags import parse_dict
+from trainworks.kernel.longrunning import Operation
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
-from trainworks.kernel.render import print_data, print_status
+from trainworks.kernel.render import labels_text, print_data, print_status, resource_id, time_text
 from trainworks.kinds.datasets.client import DatasetsClient
+from trainworks.kinds.datasets.wire import Dataset
 
-app = group("datasets", "Create and manage datasets for training pipelines (like `gcloud ai datasets`).")
+app = cli.group("datasets", "Create and manage datasets for training pipelines (like `gcloud ai datasets`).")
 
 DATASETS = NameSpec("datasets", "DATASET", "Dataset", "dataset", "Dataset")
-DatasetArg = Annotated[str, name_argument(DATASETS)]
+DatasetArg = Annotated[str, cli.name_argument(DATASETS)]
 SCHEMA_PREFIX = "gs://google-cloud-aiplatform/schema/dataset/metadata/"
 NON_TABULAR = ("text", "image", "video")
 
@@ -50,28 +44,28 @@ def _gcs_imports(jsonl: str) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ operations
-def _finish(client: DatasetsClient, op: dict[str, Any], what: str) -> dict[str, Any]:
+def _finish(client: DatasetsClient, op: Operation, what: str) -> Operation:
     """The finished operation (waiting up to 300 s if it is not done yet); its error exits 1."""
-    op = operation_done(client, op, 300.0)
-    exit_unless_succeeded(op, what, 300.0)
+    op = cli.operation_done(client, op, 300.0)
+    cli.exit_unless_succeeded(op, what, 300.0)
     return op
 
 
 # ------------------------------------------------------------------ human output
-def print_dataset(dataset: dict[str, Any]) -> None:
+def print_dataset(dataset: Dataset) -> None:
     rows = [
-        ("Name", dataset.get("name", "")),
-        ("Display name", dataset.get("displayName", "")),
-        ("Schema", dataset.get("metadataSchemaUri", "").removeprefix(SCHEMA_PREFIX)),
-        ("Items", dataset.get("dataItemCount", "0")),
-        ("Created", dataset.get("createTime", "")),
-        ("Updated", dataset.get("updateTime", "")),
+        ("Name", dataset.name),
+        ("Display name", dataset.display_name),
+        ("Schema", dataset.metadata_schema_uri.removeprefix(SCHEMA_PREFIX)),
+        ("Items", str(dataset.data_item_count)),
+        ("Created", time_text(dataset.create_time)),
+        ("Updated", time_text(dataset.update_time)),
     ]
-    if dataset.get("description"):
-        rows.append(("Description", dataset["description"]))
-    if dataset.get("labels"):
-        rows.append(("Labels", ", ".join(f"{k}={v}" for k, v in sorted(dataset["labels"].items()))))
-    sources = ((dataset.get("metadata") or {}).get("inputConfig") or {}).get("gcsSource") or {}
+    if dataset.description:
+        rows.append(("Description", dataset.description))
+    if dataset.labels:
+        rows.append(("Labels", labels_text(dataset.labels)))
+    sources = ((dataset.metadata or {}).get("inputConfig") or {}).get("gcsSource") or {}
     if sources.get("uri"):
         rows.append(("Sources", ", ".join(sources["uri"])))
     width = max(len(label) for label, _ in rows)
@@ -79,7 +73,7 @@ def print_dataset(dataset: dict[str, Any]) -> None:
         typer.echo(f"{label + ':':<{width + 1}} {value}")
 
 
-def print_dataset_table(datasets: list[dict[str, Any]]) -> None:
+def print_dataset_table(datasets: list[Dataset]) -> None:
     if not datasets:
         typer.echo("Listed 0 items.")
         return
@@ -87,11 +81,11 @@ def print_dataset_table(datasets: list[dict[str, Any]]) -> None:
     for d in datasets:
         table.append(
             (
-                d.get("name", "").rsplit("/", 1)[-1],
-                d.get("displayName", ""),
-                d.get("metadataSchemaUri", "").removeprefix(SCHEMA_PREFIX).removesuffix(".yaml"),
-                d.get("dataItemCount", "0"),
-                d.get("createTime", ""),
+                resource_id(d.name),
+                d.display_name,
+                d.metadata_schema_uri.removeprefix(SCHEMA_PREFIX).removesuffix(".yaml"),
+                str(d.data_item_count),
+                time_text(d.create_time),
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -135,15 +129,16 @@ def create(
         body["metadataSchemaUri"] = SCHEMA_PREFIX + f"{schema}_1.0.0.yaml"
     with opts.client(DatasetsClient) as client:
         op = _finish(client, client.create_dataset(parent, body), "creating the dataset")
-        dataset = {k: v for k, v in op["response"].items() if k != "@type"}
+        dataset = op.result(Dataset)
+        assert dataset is not None  # a create that succeeded returns its Dataset
         if jsonl:
-            op = client.import_data(dataset["name"], _gcs_imports(jsonl))
+            op = client.import_data(dataset.name, _gcs_imports(jsonl))
             _finish(client, op, "importing the items")
-            dataset = client.get_dataset(dataset["name"])
+            dataset = client.get_dataset(dataset.name)
     if not opts.human:
         print_data(dataset, opts.format)
         return
-    print_status(f"Created Dataset [{dataset['name']}].")
+    print_status(f"Created Dataset [{dataset.name}].")
     print_dataset(dataset)
 
 
@@ -162,15 +157,13 @@ def import_(
     if not opts.human:
         print_data(result, opts.format)
         return
-    print_status(
-        f"Imported into Dataset [{result['name']}]: it has {result.get('dataItemCount', '0')} items."
-    )
+    print_status(f"Imported into Dataset [{result.name}]: it has {result.data_item_count} items.")
 
 
-COMMANDS = ResourceCommands(app, DATASETS, DatasetArg, DatasetsClient)
+COMMANDS = cli.ResourceCommands(app, DATASETS, DatasetArg, DatasetsClient)
 COMMANDS.list_(
     "List datasets, newest first unless --sort-by says otherwise.",
-    ListFlags(
+    cli.ListFlags(
         filter='AIP-160 filter, e.g. labels.team=ml or display_name:"iris*".',
         order_by=("--sort-by", "display_name, create_time or update_time, optionally `desc`."),
     ),

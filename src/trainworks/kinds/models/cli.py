@@ -11,28 +11,31 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.kernel.cli import (
-    LabelsOpt,
-    ListFlags,
-    Options,
-    ResourceCommands,
-    command,
-    group,
-    name_argument,
-    run_operation,
-)
+from trainworks.kernel import cli
+from trainworks.kernel.cli import Options, command
 from trainworks.kernel.flags import parse_dicts, split_list
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
-from trainworks.kernel.render import Column, OutputFormat, print_data, print_status, print_table, resource_id
+from trainworks.kernel.render import (
+    Column,
+    OutputFormat,
+    print_data,
+    print_status,
+    print_table,
+    resource_id,
+    time_text,
+)
 from trainworks.kinds.models.client import ModelsClient
+from trainworks.kinds.models.wire import Model
 
-app = group("models", "Upload models to the registry and manage their versions (like `gcloud ai models`).")
+app = cli.group(
+    "models", "Upload models to the registry and manage their versions (like `gcloud ai models`)."
+)
 
 _ARG = "MODEL"
 MODELS = NameSpec("models", _ARG, "model", "model", "model")
 ModelArg = Annotated[
     str,
-    name_argument(
+    cli.name_argument(
         MODELS, "Model ID or full name projects/P/locations/L/models/ID, optionally with @VERSION or @ALIAS."
     ),
 ]
@@ -86,7 +89,7 @@ def build_upload(
 
 
 # ====================================================================== output
-def print_model_table(models: list[dict[str, Any]], versions: bool = False) -> None:
+def print_model_table(models: list[Model], versions: bool = False) -> None:
     """Models (or versions of one) as a table: ID, version, aliases, display name, artifacts, created."""
     from rich.console import Console
     from rich.markup import escape
@@ -101,12 +104,12 @@ def print_model_table(models: list[dict[str, Any]], versions: bool = False) -> N
     ]
     rows = [
         (
-            escape(resource_id(model.get("name", ""))),
-            model.get("versionId", ""),
-            escape(",".join(model.get("versionAliases", []))),
-            escape(model.get("displayName", "")),
-            escape(model.get("artifactUri", "")),
-            model.get("versionCreateTime" if versions else "createTime", ""),
+            escape(resource_id(model.name)),
+            model.version_id,
+            escape(",".join(model.version_aliases)),
+            escape(model.display_name),
+            escape(model.artifact_uri),
+            time_text(model.version_create_time if versions else model.create_time),
         )
         for model in models
     ]
@@ -114,7 +117,7 @@ def print_model_table(models: list[dict[str, Any]], versions: bool = False) -> N
     print_table(columns, rows, out=Console(width=200, highlight=False, soft_wrap=False))
 
 
-def _print_yaml(model: dict[str, Any]) -> None:
+def _print_yaml(model: Model) -> None:
     """`describe` for humans: gcloud's prints YAML (json stays available for scripts)."""
     print_data(model, OutputFormat.yaml)
 
@@ -158,7 +161,7 @@ def upload(
     ] = None,
     description: Annotated[str | None, typer.Option("--description")] = None,
     version_description: Annotated[str | None, typer.Option("--version-description")] = None,
-    labels: LabelsOpt = None,
+    labels: cli.LabelsOpt = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the upload.")
     ] = 300.0,
@@ -179,20 +182,20 @@ def upload(
         parent_model=parent_name,
         model_id=model_id,
     )
-    op = run_operation(
+    op = cli.run_operation(
         opts, ModelsClient, lambda client: client.upload_model(parent, body), "upload the model", timeout
     )
     if opts.human:
-        response = op.get("response", {})
+        response = op.response or {}
         print_status(
             f"Uploaded model [{response.get('model', '')}] as version [{response.get('modelVersionId', '')}]."
         )
 
 
-COMMANDS = ResourceCommands(app, MODELS, ModelArg, ModelsClient)
+COMMANDS = cli.ResourceCommands(app, MODELS, ModelArg, ModelsClient)
 COMMANDS.list_(
     "List the models of a project and region (each as its default version).",
-    ListFlags(
+    cli.ListFlags(
         filter='AIP-160 filter, e.g. display_name="churn" AND labels.team=ml',
         order_by=("--order-by", "display_name, create_time or update_time, optionally desc."),
         limit="Show at most this many models.",

@@ -11,18 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.kernel.cli import (
-    AsyncOpt,
-    LabelsOpt,
-    ListFlags,
-    OperationTarget,
-    OperationTimeoutOpt,
-    Options,
-    ResourceCommands,
-    command,
-    group,
-    name_argument,
-)
+from trainworks.kernel import cli
+from trainworks.kernel.cli import Options, command
 from trainworks.kernel.flags import disk_spec, machine_spec, parse_dict, parse_dicts
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kinds.persistent_resources.client import PersistentResourcesClient
@@ -30,15 +20,16 @@ from trainworks.kinds.persistent_resources.render import (
     print_persistent_resource_summary,
     print_persistent_resource_table,
 )
+from trainworks.kinds.persistent_resources.wire import PersistentResource
 
-app = group(
+app = cli.group(
     "persistent-resources", "Create and manage persistent resources (like `gcloud ai persistent-resources`)."
 )
 
 RESOURCES = NameSpec(
     "persistentResources", "PERSISTENT_RESOURCE", "PersistentResource", "resource", "resource"
 )
-ResourceArg = Annotated[str, name_argument(RESOURCES)]
+ResourceArg = Annotated[str, cli.name_argument(RESOURCES)]
 
 _POOL_FLAG = "--resource-pool-spec"
 
@@ -135,8 +126,9 @@ def build_update(
 
 
 # ====================================================================== operations
-TARGET = OperationTarget(
+TARGET = cli.OperationTarget(
     client_type=PersistentResourcesClient,
+    model=PersistentResource,
     kind="PersistentResource",
     command="persistent-resources",
     summary=print_persistent_resource_summary,
@@ -164,9 +156,9 @@ def create(
         ),
     ] = None,
     display_name: Annotated[str | None, typer.Option("--display-name", help="Display name.")] = None,
-    labels: LabelsOpt = None,
-    async_: AsyncOpt = False,
-    timeout: OperationTimeoutOpt = 600.0,
+    labels: cli.LabelsOpt = None,
+    async_: cli.AsyncOpt = False,
+    timeout: cli.OperationTimeoutOpt = 600.0,
     *,
     opts: Options,
 ) -> None:
@@ -191,10 +183,10 @@ def create(
     )
 
 
-COMMANDS = ResourceCommands(app, RESOURCES, ResourceArg, PersistentResourcesClient)
+COMMANDS = cli.ResourceCommands(app, RESOURCES, ResourceArg, PersistentResourcesClient)
 COMMANDS.list_(
     "List the persistent resources of a project and region, in ID order.",
-    ListFlags(
+    cli.ListFlags(
         limit="Show at most this many resources.", page_size="Resources per request (0: server default)."
     ),
     lambda client, query: client.list_persistent_resources(query.parent, query.size),
@@ -223,8 +215,8 @@ def update(
             help="Repeatable: the new replica count of a resource pool, by its ID.",
         ),
     ] = None,
-    async_: AsyncOpt = False,
-    timeout: OperationTimeoutOpt = 600.0,
+    async_: cli.AsyncOpt = False,
+    timeout: cli.OperationTimeoutOpt = 600.0,
     *,
     opts: Options,
 ) -> None:

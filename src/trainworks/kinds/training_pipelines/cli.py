@@ -11,26 +11,20 @@ from typing import Annotated, Any
 
 import typer
 
-from trainworks.kernel.cli import (
-    LabelsOpt,
-    ListFlags,
-    Options,
-    ResourceCommands,
-    command,
-    group,
-    name_argument,
-    report_submitted,
-    wait_for_end,
-)
+from trainworks.kernel import cli
+from trainworks.kernel.cli import Options, command
 from trainworks.kernel.flags import parse_dicts, read_config
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
-from trainworks.kernel.render import OutputFormat, print_status
+from trainworks.kernel.render import OutputFormat, enum_text, print_status, resource_id
 from trainworks.kinds.training_pipelines.client import TrainingPipelinesClient
+from trainworks.kinds.training_pipelines.wire import TrainingPipeline
 
-app = group("training-pipelines", "Create and manage training pipelines (train, then register the model).")
+app = cli.group(
+    "training-pipelines", "Create and manage training pipelines (train, then register the model)."
+)
 
 PIPELINES = NameSpec("trainingPipelines", "TRAINING_PIPELINE", "TrainingPipeline", "pipeline", "pipeline")
-PipelineArg = Annotated[str, name_argument(PIPELINES)]
+PipelineArg = Annotated[str, cli.name_argument(PIPELINES)]
 TERMINAL = ("PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED")
 
 
@@ -58,20 +52,19 @@ def load_pipeline(path: Path, display_name: str | None, labels: list[str] | None
     return body
 
 
-def _summary(pipeline: dict[str, Any]) -> None:
+def _summary(pipeline: TrainingPipeline) -> None:
     lines = [
-        f"name: {pipeline.get('name', '')}",
-        f"displayName: {pipeline.get('displayName', '')}",
-        f"state: {pipeline.get('state', '')}",
+        f"name: {pipeline.name}",
+        f"displayName: {pipeline.display_name}",
+        f"state: {enum_text(pipeline.state)}",
     ]
-    for key, value in (pipeline.get("trainingTaskMetadata") or {}).items():
+    for key, value in (pipeline.training_task_metadata or {}).items():
         lines.append(f"{key}: {value}")
-    model = pipeline.get("modelToUpload") or {}
+    model = pipeline.model_to_upload or {}
     if model.get("name"):
         lines.append(f"model: {model['name']} (version {model.get('versionId', '')})")
-    error = pipeline.get("error")
-    if error:
-        lines.append(f"error: code {error.get('code', 0)}: {error.get('message', '')}")
+    if pipeline.error is not None:
+        lines.append(f"error: code {pipeline.error.code}: {pipeline.error.message}")
     print_status("\n".join(lines))
 
 
@@ -82,7 +75,7 @@ def create(
         Path, typer.Option("--config", help="YAML/JSON file with the TrainingPipeline (camel or snake case).")
     ],
     display_name: Annotated[str | None, typer.Option("--display-name", help="Overrides displayName.")] = None,
-    labels: LabelsOpt = None,
+    labels: cli.LabelsOpt = None,
     *,
     opts: Options,
 ) -> None:
@@ -92,27 +85,27 @@ def create(
     pipeline = opts.call(
         TrainingPipelinesClient, lambda client: client.create_training_pipeline(parent, body)
     )
-    report_submitted(
+    cli.report_submitted(
         opts, pipeline, "TrainingPipeline", _summary, "training-pipelines", [("Wait for it to end", "wait")]
     )
 
 
-def _print_table(pipelines: list[dict[str, Any]]) -> None:
+def _print_table(pipelines: list[TrainingPipeline]) -> None:
     if not pipelines:
         print_status("Listed 0 items.")
         return
     print("PIPELINE_ID\tDISPLAY_NAME\tSTATE\tMODEL")
     for p in pipelines:
-        model = (p.get("modelToUpload") or {}).get("name", "")
-        version = (p.get("modelToUpload") or {}).get("versionId", "")
+        model = (p.model_to_upload or {}).get("name", "")
+        version = (p.model_to_upload or {}).get("versionId", "")
         shown = f"{model}@{version}" if model else "-"
-        print(f"{p['name'].rsplit('/', 1)[-1]}\t{p.get('displayName', '')}\t{p.get('state', '')}\t{shown}")
+        print(f"{resource_id(p.name)}\t{p.display_name}\t{enum_text(p.state)}\t{shown}")
 
 
-COMMANDS = ResourceCommands(app, PIPELINES, PipelineArg, TrainingPipelinesClient)
+COMMANDS = cli.ResourceCommands(app, PIPELINES, PipelineArg, TrainingPipelinesClient)
 COMMANDS.list_(
     "List training pipelines of a project and region, newest first.",
-    ListFlags(
+    cli.ListFlags(
         filter='AIP-160 filter, e.g. state="PIPELINE_STATE_RUNNING" or training_task_definition:*',
         limit="Show at most this many.",
         page_size="Per request (0: server default).",
@@ -146,7 +139,7 @@ def wait(
 ) -> None:
     """Block until the pipeline ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out)."""
     name = opts.name(PIPELINES, training_pipeline)
-    wait_for_end(
+    cli.wait_for_end(
         opts,
         TrainingPipelinesClient,
         lambda client: client.get_training_pipeline(name),

@@ -4,18 +4,12 @@ by the method of the REST route (routes.py's TRAINING_PIPELINES) with the argume
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import Binding, Route, bind_vertex
+from trainworks.kernel.rpc import Binding, bind_vertex, job_routes
 from trainworks.kinds.training_pipelines.routes import TRAINING_PIPELINES
 from trainworks.kinds.training_pipelines.service import TrainingPipelineService
 
-# RPC -> the REST route (its name in TRAINING_PIPELINES), and the request field the REST body is.
-ROUTES = {
-    "CreateTrainingPipeline": Route("create", body="training_pipeline"),
-    "ListTrainingPipelines": Route("list_"),
-    "GetTrainingPipeline": Route("get"),
-    "CancelTrainingPipeline": Route("cancel"),
-    "DeleteTrainingPipeline": Route("delete"),
-}
+# Create, List, Get, Cancel and Delete: each RPC answered by the route of the same name in TRAINING_PIPELINES.
+ROUTES = job_routes("TrainingPipeline", "TrainingPipelines", body="training_pipeline")
 
 
 def bindings(pipelines: TrainingPipelineService) -> list[Binding]:

@@ -21,6 +21,7 @@ from trainworks.kernel.flags import camelize, parse_dicts, read_config_mapping
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
 from trainworks.kinds.tuning_jobs.client import TuningJobsClient
 from trainworks.kinds.tuning_jobs.render import print_tuning_job_summary, print_tuning_job_table
+from trainworks.kinds.tuning_jobs.wire import HyperparameterTuningJob
 
 app = cli.group(
     "hp-tuning-jobs", "Create and manage hyperparameter tuning jobs (like `gcloud ai hp-tuning-jobs`)."
@@ -123,12 +124,14 @@ def build_tuning_job(
 
 
 # ====================================================================== helpers
-def _with_trials(client: TuningJobsClient, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_trials(
+    client: TuningJobsClient, jobs: list[HyperparameterTuningJob]
+) -> list[HyperparameterTuningJob]:
     """Each listed job fetched again with its trials (List omits them); jobs deleted meanwhile are dropped."""
 
-    def fetch(job: dict[str, Any]) -> dict[str, Any] | None:
+    def fetch(job: HyperparameterTuningJob) -> HyperparameterTuningJob | None:
         try:
-            return client.get_hyperparameter_tuning_job(job["name"])
+            return client.get_hyperparameter_tuning_job(job.name)
         except ApiError as exc:
             if exc.status_code == 404:
                 return None
@@ -191,8 +194,14 @@ def create(
     )
     job = opts.call(TuningJobsClient, lambda client: client.create_hyperparameter_tuning_job(parent, body))
     hints = [("View its trials", "describe"), ("wait for it to end", "wait")]
-    summary = lambda found: print_tuning_job_summary(found, trials=False)  # noqa: E731
-    cli.report_submitted(opts, job, "HyperparameterTuningJob", summary, "hp-tuning-jobs", hints)
+    cli.report_submitted(
+        opts,
+        job,
+        "HyperparameterTuningJob",
+        lambda found: print_tuning_job_summary(found, trials=False),
+        "hp-tuning-jobs",
+        hints,
+    )
 
 
 COMMANDS = cli.ResourceCommands(app, TUNING_JOBS, TuningJobArg, TuningJobsClient)

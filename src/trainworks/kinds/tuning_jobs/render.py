@@ -14,7 +14,18 @@ from trainworks.kernel.render import (
     print_rows,
     print_table,
     resource_id,
+    state_name,
     styled,
+)
+from trainworks.kinds.tuning_jobs.wire import (
+    DoubleValueSpec,
+    GoalType,
+    HyperparameterTuningJob,
+    MeasurementMetric,
+    ParameterSpec,
+    StudySpec,
+    Trial,
+    TrialState,
 )
 
 _TRIAL_STATE_STYLE = {
@@ -25,48 +36,44 @@ _TRIAL_STATE_STYLE = {
 }
 
 #: Trial states after which a trial never changes again (it counts as done).
-DONE_TRIAL_STATES = frozenset({"SUCCEEDED", "INFEASIBLE"})
+DONE_TRIAL_STATES = frozenset({TrialState.SUCCEEDED, TrialState.INFEASIBLE})
+#: The StudySpec fields of early stopping, as `describe` names them.
+_STOPPING_FIELDS = (
+    "median_automated_stopping_spec",
+    "decay_curve_stopping_spec",
+    "convex_automated_stopping_spec",
+)
 
 
-def study_metric(job: dict[str, Any]) -> tuple[str, str]:
+def study_metric(job: HyperparameterTuningJob) -> tuple[str, str]:
     """The study's metric ID and goal (MAXIMIZE or MINIMIZE; MAXIMIZE when unspecified)."""
-    metrics = (job.get("studySpec") or {}).get("metrics") or [{}]
-    metric = metrics[0] if isinstance(metrics[0], dict) else {}
-    goal = str(metric.get("goal") or "MAXIMIZE")
-    return str(metric.get("metricId", "")), "MINIMIZE" if goal == "MINIMIZE" else "MAXIMIZE"
+    metrics = job.study_spec.metrics if job.study_spec is not None else []
+    if not metrics:
+        return "", "MAXIMIZE"
+    return metrics[0].metric_id, "MINIMIZE" if metrics[0].goal == GoalType.MINIMIZE else "MAXIMIZE"
 
 
-def _as_float(value: Any) -> float | None:
-    """A proto double from JSON: a number, or a string holding one (also "NaN", "Infinity", "-Infinity")."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+def _value(metric: MeasurementMetric) -> float | None:
+    # A metric without a value on the wire (proto3 leaves 0 out) has always read as none here.
+    return metric.value if "value" in metric.model_fields_set else None
 
 
-def trial_metric_value(trial: dict[str, Any], metric_id: str) -> float | None:
+def trial_metric_value(trial: Trial, metric_id: str) -> float | None:
     """The trial's final value of `metric_id` (the only metric when the IDs do not match); None if none."""
-    metrics = (trial.get("finalMeasurement") or {}).get("metrics") or []
+    metrics = trial.final_measurement.metrics if trial.final_measurement is not None else []
     for metric in metrics:
-        if isinstance(metric, dict) and metric.get("metricId") == metric_id:
-            return _as_float(metric.get("value"))
-    if len(metrics) == 1 and isinstance(metrics[0], dict):
-        return _as_float(metrics[0].get("value"))
+        if metric.metric_id == metric_id:
+            return _value(metric)
+    if len(metrics) == 1:
+        return _value(metrics[0])
     return None
 
 
-def _trial_number(trial: dict[str, Any]) -> tuple[int, str]:
-    text = str(trial.get("id", ""))
-    return (int(text), text) if text.isdigit() else (2**63, text)
+def _trial_number(trial: Trial) -> tuple[int, str]:
+    return (int(trial.id), trial.id) if trial.id.isdigit() else (2**63, trial.id)
 
 
-def rank_trials(job: dict[str, Any]) -> list[dict[str, Any]]:
+def rank_trials(job: HyperparameterTuningJob) -> list[Trial]:
     """The job's trials, best first by the study's metric goal (MAXIMIZE: highest value first).
 
     Then trials whose value is NaN, then those without a final measurement yet (by ID), and INFEASIBLE
@@ -75,9 +82,9 @@ def rank_trials(job: dict[str, Any]) -> list[dict[str, Any]]:
     metric_id, goal = study_metric(job)
     sign = 1.0 if goal == "MINIMIZE" else -1.0
 
-    def key(trial: dict[str, Any]) -> tuple[int, float, tuple[int, str]]:
+    def key(trial: Trial) -> tuple[int, float, tuple[int, str]]:
         number = _trial_number(trial)
-        if trial.get("state") == "INFEASIBLE":
+        if trial.state == TrialState.INFEASIBLE:
             return (3, 0.0, number)
         value = trial_metric_value(trial, metric_id)
         if value is None:
@@ -86,15 +93,14 @@ def rank_trials(job: dict[str, Any]) -> list[dict[str, Any]]:
             return (1, 0.0, number)
         return (0, sign * value, number)
 
-    trials = [t for t in job.get("trials") or [] if isinstance(t, dict)]
-    return sorted(trials, key=key)
+    return sorted(job.trials, key=key)
 
 
-def best_trial(job: dict[str, Any]) -> dict[str, Any] | None:
+def best_trial(job: HyperparameterTuningJob) -> Trial | None:
     """The trial with the best final metric value, or None while no trial has one."""
     metric_id, _ = study_metric(job)
     ranked = rank_trials(job)
-    if not ranked or ranked[0].get("state") == "INFEASIBLE":
+    if not ranked or ranked[0].state == TrialState.INFEASIBLE:
         return None
     value = trial_metric_value(ranked[0], metric_id)
     return ranked[0] if value is not None and value == value else None
@@ -110,24 +116,18 @@ def _format_parameter_value(value: Any) -> str:
     return str(value)
 
 
-def trial_parameters_text(trial: dict[str, Any]) -> str:
+def trial_parameters_text(trial: Trial) -> str:
     """A trial's parameters as `x=0.5, kind=plain`."""
-    return ", ".join(
-        f"{p.get('parameterId', '?')}={_format_parameter_value(p.get('value'))}"
-        for p in trial.get("parameters") or []
-        if isinstance(p, dict)
-    )
+    return ", ".join(f"{p.parameter_id or '?'}={_format_parameter_value(p.value)}" for p in trial.parameters)
 
 
-def trials_progress(job: dict[str, Any]) -> str:
+def trials_progress(job: HyperparameterTuningJob) -> str:
     """`done/max`: trials that have ended (SUCCEEDED or INFEASIBLE) out of maxTrialCount."""
-    done = sum(
-        1 for t in job.get("trials") or [] if isinstance(t, dict) and t.get("state") in DONE_TRIAL_STATES
-    )
-    return f"{done}/{job.get('maxTrialCount', '?')}"
+    done = sum(1 for trial in job.trials if trial.state in DONE_TRIAL_STATES)
+    return f"{done}/{job.max_trial_count or '?'}"
 
 
-def best_metric_text(job: dict[str, Any]) -> str:
+def best_metric_text(job: HyperparameterTuningJob) -> str:
     """`score=0.97 (trial 3)` for the best trial; empty while no trial has a final value."""
     trial = best_trial(job)
     if trial is None:
@@ -135,35 +135,37 @@ def best_metric_text(job: dict[str, Any]) -> str:
     metric_id, _ = study_metric(job)
     value = trial_metric_value(trial, metric_id)
     assert value is not None
-    return f"{metric_id}={_format_number(value)} (trial {trial.get('id', '?')})"
+    return f"{metric_id}={_format_number(value)} (trial {trial.id or '?'})"
 
 
-def _parameter_spec_text(spec: dict[str, Any]) -> str:
+def _bound(spec: DoubleValueSpec, field: str) -> float:
+    """A bound as the wire has it; one it leaves out (proto3 leaves 0 out) shows as 0."""
+    return float(getattr(spec, field)) if field in spec.model_fields_set else 0
+
+
+def _parameter_spec_text(spec: ParameterSpec) -> str:
     """A ParameterSpec as `x: DOUBLE [-3, 3] UNIT_LINEAR_SCALE`."""
-    text = f"{spec.get('parameterId', '?')}: "
-    if "doubleValueSpec" in spec:
-        value = spec["doubleValueSpec"] or {}  # canonical JSON leaves out zero bounds
-        text += f"DOUBLE [{value.get('minValue', 0)}, {value.get('maxValue', 0)}]"
-    elif "integerValueSpec" in spec:
-        value = spec["integerValueSpec"] or {}
-        text += f"INTEGER [{value.get('minValue', 0)}, {value.get('maxValue', 0)}]"
-    elif "categoricalValueSpec" in spec:
-        values = (spec["categoricalValueSpec"] or {}).get("values") or []
-        text += "CATEGORICAL {" + ", ".join(str(v) for v in values) + "}"
-    elif "discreteValueSpec" in spec:
-        values = (spec["discreteValueSpec"] or {}).get("values") or []
-        text += "DISCRETE {" + ", ".join(str(v) for v in values) + "}"
+    text = f"{spec.parameter_id or '?'}: "
+    if spec.double_value_spec is not None:
+        bounds = spec.double_value_spec
+        text += f"DOUBLE [{_bound(bounds, 'min_value')}, {_bound(bounds, 'max_value')}]"
+    elif spec.integer_value_spec is not None:
+        integers = spec.integer_value_spec
+        text += f"INTEGER [{integers.min_value}, {integers.max_value}]"
+    elif spec.categorical_value_spec is not None:
+        text += "CATEGORICAL {" + ", ".join(spec.categorical_value_spec.values) + "}"
+    elif spec.discrete_value_spec is not None:
+        text += "DISCRETE {" + ", ".join(str(v) for v in spec.discrete_value_spec.values) + "}"
     else:
         text += "?"
-    if spec.get("scaleType"):
-        text += f" {spec['scaleType']}"
-    children = spec.get("conditionalParameterSpecs") or []
-    if children:
-        text += f" (+{len(children)} conditional)"
+    if spec.scale_type:
+        text += f" {spec.scale_type.name}"
+    if spec.conditional_parameter_specs:
+        text += f" (+{len(spec.conditional_parameter_specs)} conditional)"
     return text
 
 
-def print_trial_table(job: dict[str, Any]) -> None:
+def print_trial_table(job: HyperparameterTuningJob) -> None:
     """The job's trials, best first: ID, state, parameters, final metric, step, custom job ID and, for
     INFEASIBLE trials (listed last), the reason."""
     from rich.markup import escape
@@ -182,39 +184,47 @@ def print_trial_table(job: dict[str, Any]) -> None:
     rows = []
     for trial in trials:
         value = trial_metric_value(trial, metric_id)
+        final = trial.final_measurement
         rows.append(
             (
-                escape(str(trial.get("id", ""))),
-                styled(str(trial.get("state", "")), _TRIAL_STATE_STYLE),
+                escape(trial.id),
+                styled(state_name(trial), _TRIAL_STATE_STYLE),
                 escape(trial_parameters_text(trial)),
                 "" if value is None else _format_number(value),
-                str((trial.get("finalMeasurement") or {}).get("stepCount", "")),
-                resource_id(str(trial.get("customJob", ""))),
-                escape(str(trial.get("infeasibleReason", ""))),
+                str(final.step_count or "") if final is not None else "",
+                resource_id(trial.custom_job),
+                escape(trial.infeasible_reason),
             )
         )
     print_table(columns, rows, empty="No trials yet.")
 
 
-def print_tuning_job_summary(job: dict[str, Any], trials: bool = True) -> None:
+def _study_rows(study: StudySpec) -> list[tuple[str, str]]:
+    from rich.markup import escape
+
+    rows = [("Algorithm", escape(study.algorithm.name))]
+    if study.measurement_selection_type:
+        rows.append(("Measurement", escape(study.measurement_selection_type.name)))
+    for field in _STOPPING_FIELDS:
+        if getattr(study, field) is not None:
+            rows.append(("Early stopping", StudySpec.model_fields[field].alias or field))
+    return rows
+
+
+def print_tuning_job_summary(job: HyperparameterTuningJob, trials: bool = True) -> None:
     """One tuning job as aligned `Label: value` lines (study, budget, best trial), then (with `trials`) its
     trials, best first."""
     from rich.markup import escape
 
     out = console()
     rows = job_rows(job)
-    study = job.get("studySpec") or {}
+    study = job.study_spec or StudySpec()
     metric_id, goal = study_metric(job)
     rows.append(("Metric", escape(f"{metric_id} ({goal})")))
-    rows.append(("Algorithm", escape(str(study.get("algorithm") or "ALGORITHM_UNSPECIFIED"))))
-    if study.get("measurementSelectionType"):
-        rows.append(("Measurement", escape(str(study["measurementSelectionType"]))))
-    for key in ("medianAutomatedStoppingSpec", "decayCurveStoppingSpec", "convexAutomatedStoppingSpec"):
-        if key in study:
-            rows.append(("Early stopping", key))
-    budget = f"{trials_progress(job)} done, {job.get('parallelTrialCount', '?')} in parallel"
-    if job.get("maxFailedTrialCount"):
-        budget += f", at most {job['maxFailedTrialCount']} infeasible"
+    rows += _study_rows(study)
+    budget = f"{trials_progress(job)} done, {job.parallel_trial_count or '?'} in parallel"
+    if job.max_failed_trial_count:
+        budget += f", at most {job.max_failed_trial_count} infeasible"
     rows.append(("Trials", budget))
     best = best_trial(job)
     if best is not None:
@@ -223,15 +233,14 @@ def print_tuning_job_summary(job: dict[str, Any], trials: bool = True) -> None:
             text += f": {trial_parameters_text(best)}"
         rows.append(("Best trial", f"[green]{escape(text)}[/green]"))
     print_rows(rows, out)
-    parameters = [spec for spec in study.get("parameters") or [] if isinstance(spec, dict)]
-    if study.get("parameters"):
-        print_lines("Parameters", [_parameter_spec_text(spec) for spec in parameters], out)
+    if study.parameters:
+        print_lines("Parameters", [_parameter_spec_text(spec) for spec in study.parameters], out)
     if trials:
         out.print("[bold]Trials (best first):[/bold]")
         print_trial_table(job)
 
 
-def print_tuning_job_table(jobs: list[dict[str, Any]]) -> None:
+def print_tuning_job_table(jobs: list[HyperparameterTuningJob]) -> None:
     """Tuning jobs as a table (ID, display name, state, trials done/max, best metric). The jobs need their
     `trials` (from Get) for the last two columns."""
     from rich.markup import escape
@@ -240,7 +249,7 @@ def print_tuning_job_table(jobs: list[dict[str, Any]]) -> None:
         (Column("TRIALS", right=True), trials_progress),
         (Column("BEST_METRIC", fold=True), lambda job: escape(best_metric_text(job))),
     ]
-    print_resource_table(jobs, "HYPERPARAMETER_TUNING_JOB_ID", JOB_STATE_STYLE, more)
+    print_resource_table(jobs, "HYPERPARAMETER_TUNING_JOB_ID", JOB_STATE_STYLE, more, state_name)
 
 
 __all__ = [

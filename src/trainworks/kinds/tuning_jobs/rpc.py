@@ -3,18 +3,12 @@ method of the REST route (routes.py's TUNING_JOBS) with the arguments that route
 
 from __future__ import annotations
 
-from trainworks.kernel.rpc import Binding, Route, bind_vertex
+from trainworks.kernel.rpc import Binding, bind_vertex, job_routes
 from trainworks.kinds.tuning_jobs.routes import TUNING_JOBS
 from trainworks.kinds.tuning_jobs.service import TuningJobService
 
-# RPC -> the REST route (its name in TUNING_JOBS), and the request field the REST body is.
-ROUTES = {
-    "CreateHyperparameterTuningJob": Route("create", body="hyperparameter_tuning_job"),
-    "ListHyperparameterTuningJobs": Route("list_"),
-    "GetHyperparameterTuningJob": Route("get"),
-    "CancelHyperparameterTuningJob": Route("cancel"),
-    "DeleteHyperparameterTuningJob": Route("delete"),
-}
+# Create, List, Get, Cancel and Delete: each RPC answered by the route of the same name in TUNING_JOBS.
+ROUTES = job_routes("HyperparameterTuningJob", "HyperparameterTuningJobs", body="hyperparameter_tuning_job")
 
 
 def bindings(tuning_jobs: TuningJobService) -> list[Binding]:
