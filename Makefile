@@ -49,7 +49,7 @@ serve: $(SERVE_STAMP)
 test: $(TEST_STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m 'not alone'
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m 'not alone' --durations=20
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m alone
 
 lint: $(TEST_STAMP)

@@ -125,7 +125,8 @@ def main() -> int:
                 f"Learned y = {result['weight']:.3f}x + {result['bias']:.3f} (target 3x - 2), "
                 f"final loss {result['loss']:.5f}, {result['world_size']} replicas"
             )
-            print(f"Replica logs: {HOME / 'jobs' / name.rsplit('/', 1)[-1]}")
+            job_dir = HOME / "jobs" / name.rsplit("/", 1)[-1]
+            print(f"Job folder: {job_dir} (replica logs in <task>/.trainworks-log/, read through the API)")
             return 0
     finally:
         server.send_signal(signal.SIGTERM)

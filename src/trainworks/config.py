@@ -57,6 +57,10 @@ class Settings:
     replica_tmp: str = "private"
     # Host folders every sandboxed replica sees at the same path: (folder, writable).
     replica_binds: tuple[tuple[Path, bool], ...] = ()
+    # The most log a replica keeps (its newest part; backends/capture.py), and a job's replicas together:
+    # each replica gets at most the job's limit divided among them. 0: no limit.
+    log_limit_replica_bytes: int = 1 << 30
+    log_limit_job_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).expanduser().resolve()

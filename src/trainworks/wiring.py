@@ -28,6 +28,8 @@ from trainworks.kinds.custom_jobs.store import JobStore
 from trainworks.kinds.datasets.service import DatasetService
 from trainworks.kinds.datasets.store import DatasetStore
 from trainworks.kinds.locations.service import LocationService
+from trainworks.kinds.log_entries.service import LogEntryService
+from trainworks.kinds.log_entries.store import JobCatalog
 from trainworks.kinds.models.artifacts import ArtifactRegistry
 from trainworks.kinds.models.service import ModelService
 from trainworks.kinds.models.store import ModelStore
@@ -83,6 +85,7 @@ class Services:
     metrics: ServerMetrics = field(default_factory=ServerMetrics)  # what /metrics shows
     tokens: TokenService | None = None  # the stored API tokens that api/auth.py looks up
     locations: LocationService | None = None  # the Locations API: the inventory's regions
+    log_entries: LogEntryService | None = None  # the Cloud Logging API's entries:list over jobs' logs
 
     def _other_controllers(self) -> list[ReconcileLoop]:
         """The controllers besides the custom jobs' one, in the order they start (they stop in reverse)."""
@@ -241,4 +244,5 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         tokens=TokenService(db),
         locations=LocationService(projects, inventory),
+        log_entries=LogEntryService(settings.jobs_dir, projects, JobCatalog(db), custom_jobs, tuning_jobs),
     )

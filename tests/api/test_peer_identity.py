@@ -39,6 +39,7 @@ from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud import storage
 
 from tests.support.jobs import MACHINE
+from tests.support.logs import replica_output
 from tests.support.server import LOCATION, ServerProcess, wait_for, wait_job
 from trainworks.api.peer_identity import (
     Caller,
@@ -224,7 +225,7 @@ def run_probe(world: World, token_b: str | None = None) -> dict[str, Any]:
         job = create_job(client, PROJECT_A, python_job(PROBE, {"TARGETS": json.dumps(targets)}), "probe")
         done = wait_job(client, job["name"], timeout=180)
     run = world.server.home / "jobs" / job["name"].rsplit("/", 1)[1] / "workerpool0-0"
-    assert done["state"] == "JOB_STATE_SUCCEEDED", (done, (run / "stderr.log").read_text()[-3000:])
+    assert done["state"] == "JOB_STATE_SUCCEEDED", (done, replica_output(run, "stderr")[-3000:])
     return dict(json.loads((run / "probe.json").read_text()))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from tests.support.jobs import job
+from tests.support.logs import replica_output, service_text
 from tests.support.server import ServerProcess, wait_job
 from trainworks.backends.gpus import Gpu, accelerators_per_replica, detect_gpus, pick
 
@@ -41,8 +42,8 @@ def test_job_asking_for_gpus_runs_and_is_told_what_the_host_has(server: ServerPr
         done = wait_job(client, created["name"])
     assert done["state"] == "JOB_STATE_SUCCEEDED"
     job_dir = server.home / "jobs" / created["name"].rsplit("/", 1)[-1]
-    stdout = (job_dir / "workerpool0-0" / "stdout.log").read_text().strip()
-    service = (job_dir / "service.log").read_text()
+    stdout = replica_output(job_dir / "workerpool0-0").strip()
+    service = service_text(job_dir)
     if detect_gpus():  # a GPU host: the replica gets one of them
         assert stdout.startswith("CVD=") and stdout != "CVD=" and stdout != "CVD=<unset>"
     else:

@@ -33,8 +33,10 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
 from tests.support.jobs import MACHINE
+from tests.support.logs import replica_output
 from tests.support.server import LOCATION, ServerProcess, wait_for, wait_job
 from trainworks.backends.base import LaunchRequest, Phase
+from trainworks.backends.capture import LOG_DIR, LOGGER_NAME, segment_name
 from trainworks.backends.local import REPLICA_TMP, LocalBackend, cgroup_name
 from trainworks.backends.memory_limits import memory_cgroup_of
 from trainworks.backends.warm import WarmPool, WarmStartBackend, WarmTarget
@@ -47,6 +49,7 @@ BUCKET_A = "iso-bucket-a"
 BUCKET_B = "iso-bucket-b"
 SECRET = "b-secret-value"
 OTHER_TMP_FILE = "/tmp/replica-note.txt"  # every gated replica writes one in its own /tmp
+LOG_SEGMENT = f"{LOG_DIR}/{segment_name(0)}"  # a replica's log: its first segment, there from its start
 
 # The probe: each attempt is recorded as {"ok": bool, "value" or "error"}; the results go to probe.json in
 # the replica's own working directory. TARGETS (JSON) names what to try.
@@ -93,10 +96,10 @@ attempt("list /gcs", lambda: sorted(os.listdir("/gcs")))
 attempt("list the server home", lambda: sorted(os.listdir(home)))
 attempt("open the database", lambda: read(T["database"]))
 attempt("list another job's folder", lambda: os.listdir(T["other_run_dir"]))
-attempt("read another job's log", lambda: read(os.path.join(T["other_run_dir"], "stdout.log")))
+attempt("read another job's log", lambda: read(os.path.join(T["other_run_dir"], T["log_segment"])))
 attempt("write into another job's folder", lambda: write(os.path.join(T["other_run_dir"], "planted.txt")))
 attempt("list another project's job folder", lambda: os.listdir(T["b_run_dir"]))
-attempt("read another project's job log", lambda: read(os.path.join(T["b_run_dir"], "stdout.log")))
+attempt("read another project's job log", lambda: read(os.path.join(T["b_run_dir"], T["log_segment"])))
 attempt("read the server's database through /proc", lambda: read(T["server_root"] + T["database"]))
 attempt("read the server's environment", lambda: read(f"/proc/{T['server_pid']}/environ"))
 attempt("read another replica's environment", lambda: read(f"/proc/{T['b_pid']}/environ"))
@@ -203,11 +206,13 @@ def run_dir(server: ServerProcess, name: str) -> Path:
 
 
 def command_pid(run: Path) -> int:
-    """The host PID of a replica's command: supervisor -> the init of its PID namespace -> the command."""
+    """The host PID of a replica's command: supervisor -> the init of its PID namespace -> the command (the
+    supervisor's other child is its logger)."""
     supervisor = json.loads((run / "shim.json").read_text())["pid"]
 
     def children(pid: int) -> list[int]:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        found = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return [p for p in found if Path(f"/proc/{p}/comm").read_text().strip() != LOGGER_NAME]
 
     init = wait_for(lambda: children(supervisor), what="the replica's init")[0]
     return int(wait_for(lambda: children(init), what="the replica's command")[0])
@@ -283,6 +288,7 @@ def probe_targets(server: ServerProcess, others: dict[str, Path], b_pid: int, tm
         "database": str(server.home / "trainworks.db"),
         "other_run_dir": str(others["a2"]),
         "b_run_dir": str(others["b1"]),
+        "log_segment": LOG_SEGMENT,
         "server_pid": server.process.pid if server.process else 0,
         "server_root": f"/proc/{server.process.pid if server.process else 0}/root",
         "b_pid": b_pid,
@@ -327,7 +333,7 @@ def _run_probe(
     name = create(client, PROJECT_A, pool, "a1-probe")
     done = wait_job(client, name, timeout=120)
     run = run_dir(server, name)
-    assert done["state"] == "JOB_STATE_SUCCEEDED", (done, (run / "stderr.log").read_text())
+    assert done["state"] == "JOB_STATE_SUCCEEDED", (done, replica_output(run, "stderr"))
     return json.loads((run / "probe.json").read_text()), run
 
 
@@ -343,6 +349,7 @@ def test_a_replica_reaches_nothing_of_other_jobs_projects_or_the_server(
             others = {"a2": run_dir(iso_server, a2), "b1": run_dir(iso_server, b1)}
             b_pid = command_pid(others["b1"])
             assert SECRET in Path(f"/proc/{b_pid}/environ").read_text()  # the targets are real
+            assert all((others[key] / LOG_SEGMENT).exists() for key in ("a2", "b1"))
             assert (others["a2"] / REPLICA_TMP / "tmp" / "replica-note.txt").read_text() == "note"
             targets = probe_targets(iso_server, others, b_pid, tmp_path)
             with host_socket(targets["host_socket"]):
@@ -431,7 +438,7 @@ def test_a_warm_replica_runs_in_the_same_sandbox(tmp_path: Path) -> None:
             timeout=60,
             what="the replica",
         )
-        assert status.exit_code == 0, (run / "stderr.log").read_text()
+        assert status.exit_code == 0, replica_output(run, "stderr")
         assert "warm" in json.loads((run / "launch.json").read_text())  # it was forked, not started cold
         seen = json.loads((run / "seen.json").read_text())
     finally:
@@ -510,8 +517,8 @@ def test_a_job_cannot_open_the_masks_through_its_path_or_command(
         name = create(client, PROJECT_A, pool, "hostile-path")
         done = wait_job(client, name, timeout=120)
     run = run_dir(iso_server, name)
-    assert done["state"] == "JOB_STATE_SUCCEEDED", (done, (run / "stderr.log").read_text())
-    seen = json.loads((run / "stdout.log").read_text())
+    assert done["state"] == "JOB_STATE_SUCCEEDED", (done, replica_output(run, "stderr"))
+    seen = json.loads(replica_output(run))
     assert seen["home"] == ["jobs"]
     assert seen["jobs"] == [name.rsplit("/", 1)[-1]]  # its own job's folder, no other
 
@@ -587,7 +594,7 @@ def test_a_server_installed_under_tmp_is_read_only_to_its_replicas() -> None:
                 name = create(client, PROJECT_A, pool, "installed-under-tmp")
                 done = wait_job(client, name, timeout=120)
             run = run_dir(proc, name)
-            assert done["state"] == "JOB_STATE_SUCCEEDED", (done, (run / "stderr.log").read_text())
+            assert done["state"] == "JOB_STATE_SUCCEEDED", (done, replica_output(run, "stderr"))
             seen = json.loads((run / "seen.json").read_text())
         finally:
             proc.stop()

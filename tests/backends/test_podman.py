@@ -17,6 +17,7 @@ import pytest
 
 from tests.kinds.custom_jobs.test_python_package import build_wheel
 from tests.support.jobs import MACHINE
+from tests.support.logs import replica_output
 from tests.support.podman import PodmanStore, podman_store_or_skip
 from tests.support.server import ServerProcess, wait_for, wait_job
 from trainworks.backends.commands import podman_argv
@@ -181,12 +182,12 @@ def test_two_replica_container_job(server: ServerProcess, store: PodmanStore, bu
         )
         done = wait_job(client, created["name"])
     elapsed = time.monotonic() - started
-    primary = read(run_dir(server, created) / "stdout.log")
-    worker = read(run_dir(server, created, "workerpool1-0") / "stdout.log")
+    primary = replica_output(run_dir(server, created))
+    worker = replica_output(run_dir(server, created, "workerpool1-0"))
     assert done["state"] == "JOB_STATE_SUCCEEDED", (
         done,
         primary,
-        read(run_dir(server, created) / "stderr.log"),
+        replica_output(run_dir(server, created), "stderr"),
     )
     assert "rank=0 secret=hunter2 args=--epochs 0" in primary
     assert "rank=1 secret=hunter2 args=" in worker
@@ -239,9 +240,7 @@ def test_cancel_escalation_removes_the_container(
     with server.client() as client:
         created = submit(client, server, container_pool(busybox, ["sh", "-c", script]))
         name = container_of_when_running(client, server, store, created)
-        wait_for(
-            lambda: "ready" in read(run_dir(server, created) / "stdout.log"), what="the replica to start"
-        )
+        wait_for(lambda: "ready" in replica_output(run_dir(server, created)), what="the replica to start")
         pid = int(store.run("inspect", "--format", "{{.State.Pid}}", name).strip())
         assert pid_alive(pid)
         started = time.monotonic()
@@ -305,11 +304,11 @@ def test_python_package_runs_in_its_executor_image(
     with server.client() as client:
         created = submit(client, server, pool)
         done = wait_job(client, created["name"])
-    stdout = read(run_dir(server, created) / "stdout.log")
+    stdout = replica_output(run_dir(server, created))
     assert done["state"] == "JOB_STATE_SUCCEEDED", (
         done,
         stdout,
-        read(run_dir(server, created) / "stderr.log"),
+        replica_output(run_dir(server, created), "stderr"),
     )
     job_id = created["name"].rsplit("/", 1)[-1]
     assert f'"argv": ["--lr", "0.1"], "job": "{job_id}", "greeting": "hi {job_id}"' in stdout

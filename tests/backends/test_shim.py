@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import group_members
 from tests.support.server import wait_for
 from trainworks.backends import sandbox
+from trainworks.backends.capture import read_output
 from trainworks.backends.local import SHIM
 
 SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
@@ -64,21 +66,11 @@ class Replica:
         wait_for(lambda: "ready" in self._stdout(), what="the command to start")
 
     def _stdout(self) -> str:
-        path = self.run_dir / "stdout.log"
-        return path.read_text() if path.exists() else ""
+        return read_output(str(self.run_dir))
 
     def members(self) -> list[int]:
         """The supervisor's process group: the supervisor, the sandbox's init if any, the command."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if int(fields[2]) == self.process.pid:
-                    found.append(int(entry.name))
-        return found
+        return group_members(self.process.pid)
 
     def command(self) -> int:
         """The command's host PID: the group's member that runs COMMAND (the supervisor and the init, forked

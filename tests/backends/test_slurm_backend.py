@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.jobs import job, python_pool
+from tests.support.logs import replica_output
 from tests.support.paths import EXAMPLES
 from tests.support.server import ServerProcess, wait_for, wait_job
 from tests.support.slurm import SlurmTestCluster, slurm_test_cluster
@@ -107,11 +108,12 @@ def test_three_replicas_run_as_one_het_job_with_a_consistent_contract(
     show = (
         f"import json, os; print('ENV ' + json.dumps({{k: os.environ.get(k) for k in {keys!r}}}), flush=True)"
     )
-    # The primary waits (with a deadline) for both workers' output: its exit ends the job and stops them.
+    # The primary waits (with a deadline) for both workers' output in their logs (backends/capture.py's
+    # segment files): its exit ends the job and stops them.
     primary = (
         show + "\nimport glob, time\ndeadline = time.time() + 30\n"
-        "while time.time() < deadline and sum('ENV' in open(p).read() "
-        "for p in glob.glob('../workerpool1-*/stdout.log')) < 2:\n    time.sleep(0.05)"
+        "while time.time() < deadline and sum(b'ENV' in open(p, 'rb').read() "
+        "for p in glob.glob('../workerpool1-*/.trainworks-log/*.entries')) < 2:\n    time.sleep(0.05)"
     )
     with slurm_server.client() as client:
         name = create(client, slurm_server, job(python_pool(primary), python_pool(show, replicas=2)))
@@ -272,16 +274,16 @@ def test_ddp_training_on_slurm_ends_with_identical_weights(
         name = create(client, slurm_server, body)
         done = wait_job(client, name, timeout=120)
     job_dir = slurm_server.home / "jobs" / name.rsplit("/", 1)[-1]
-    assert done["state"] == "JOB_STATE_SUCCEEDED", (job_dir / "workerpool0-0" / "stderr.log").read_text()
+    assert done["state"] == "JOB_STATE_SUCCEEDED", replica_output(job_dir / "workerpool0-0", "stderr")
     model = slurm_server.home / "buckets" / "slurm-ddp" / "run" / "model"
     result = json.loads((model / "result.json").read_text())  # written through /gcs inside the Slurm task
     assert result["world_size"] == 2
     assert abs(result["weight"] - 3.0) < 0.05 and abs(result["bias"] + 2.0) < 0.05
-    assert "rank 1 of 2" in (job_dir / "workerpool1-0" / "stdout.log").read_text()
+    assert "rank 1 of 2" in replica_output(job_dir / "workerpool1-0")
     finals = [
         json.loads(line.split("done: ", 1)[1])
         for task in ("workerpool0-0", "workerpool1-0")
-        for line in (job_dir / task / "stdout.log").read_text().splitlines()
+        for line in replica_output(job_dir / task).splitlines()
         if "done: " in line
     ]
     assert len(finals) == 2 and finals[0]["weight"] == finals[1]["weight"]

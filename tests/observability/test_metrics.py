@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.jobs import job, python_pool
+from tests.support.logs import replica_output
 from tests.support.server import ServerProcess, wait_for, wait_job
 
 GATED = (
@@ -61,8 +62,8 @@ def job_dir(server: ServerProcess, name: str) -> Path:
 
 def started(server: ServerProcess, name: str, tasks: tuple[str, ...]) -> None:
     for task in tasks:
-        out = job_dir(server, name) / task / "stdout.log"
-        wait_for(lambda out=out: out.exists() and "waiting" in out.read_text(), what=f"{task} to start")
+        run_dir = job_dir(server, name) / task
+        wait_for(lambda r=run_dir: "waiting" in replica_output(r), what=f"{task} to start")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.support.jobs import job, python_pool
+from tests.support.logs import service_text
 from tests.support.server import ServerProcess, wait_for, wait_job
 
 INVENTORY = """
@@ -76,7 +77,7 @@ def test_gang_admission_waits_with_a_reason_and_survives_a_restart(
         assert "waitingReason" not in status(client, second["name"])
         second_gate.write_text("go")
         assert wait_job(client, second["name"])["state"] == "JOB_STATE_SUCCEEDED"
-    log = (limited.home / "jobs" / second["name"].rsplit("/", 1)[-1] / "service.log").read_text()
+    log = service_text(limited.home / "jobs" / second["name"].rsplit("/", 1)[-1])
     assert "Job is queued: waiting for 2 × n1-standard-4" in log
 
 

@@ -45,16 +45,21 @@ class Gcloud:
 
     config: Path
 
-    def __call__(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        assert GCLOUD is not None
-        env = {
+    def env(self) -> dict[str, str]:
+        """The environment gcloud runs in: this configuration, no prompts, no reporting, no update checks."""
+        return {
             **os.environ,
             "CLOUDSDK_CONFIG": str(self.config),
             "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
             "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "true",
             "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "true",
         }
-        return subprocess.run([GCLOUD, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+    def __call__(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        assert GCLOUD is not None
+        return subprocess.run(
+            [GCLOUD, *args], env=self.env(), capture_output=True, text=True, timeout=timeout
+        )
 
     def ok(self, *args: str, timeout: float = 180) -> str:
         """gcloud's standard output, after checking that it succeeded."""

@@ -425,3 +425,150 @@ def test_paging_never_loads_all_jobs(console: Console, server: ServerProcess) ->
     page.locator("#jobs-page [role=status]", has_text="Page 1").wait_for()
     lists = [u for u in requested if "/customJobs?" in u]
     assert lists and all("pageSize=2" in u for u in lists), lists
+
+
+# ------------------------------------------------------------------------------ the log viewer
+BIG_LINES = 100_000  # per replica: two replicas, 200,000 lines
+
+
+@pytest.fixture(scope="module")
+def big_job(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two replicas that wrote 100,000 lines each as fast as they could: every 1,000th on stderr. The primary
+    ends after the worker has written its last line (a file in a folder both see): the primary's exit ends
+    the job, and a worker still writing would be stopped before its end."""
+    gate = tmp_path_factory.mktemp("big-log-gate")
+    code = (
+        "import json, os, sys, time\n"
+        "task = json.loads(os.environ['CLUSTER_SPEC'])['task']; me = f\"{task['type']}-{task['index']}\"\n"
+        "out, err = sys.stdout.write, sys.stderr.write\n"
+        f"for i in range({BIG_LINES}):\n"
+        "    if i % 1000 == 0:\n"
+        "        err(f'{me} err {i:06d}\\n')\n"
+        "    else:\n"
+        "        out(f'{me} line {i:06d}\\n')\n"
+        "sys.stdout.flush(); sys.stderr.flush()\n"
+        f"gate = {str(gate)!r}\n"
+        "if task['type'] == 'workerpool0':\n"
+        "    deadline = time.monotonic() + 170\n"
+        "    while not os.path.exists(os.path.join(gate, 'worker-done')) and time.monotonic() < deadline:\n"
+        "        time.sleep(0.01)\n"
+        "print(f'{me} finished', flush=True)\n"
+        "if task['type'] != 'workerpool0':\n"
+        "    open(os.path.join(gate, 'worker-done'), 'w').close()\n"
+    )
+    created = create_job(server, job(python_pool(code), python_pool(code), name="console-big-log"))
+    with server.client() as client:
+        done = wait_job(client, created["name"], timeout=180)
+    assert done["state"] == "JOB_STATE_SUCCEEDED", json.dumps(done)
+    return done
+
+
+def shown(page: Any) -> list[dict[str, str]]:
+    """The rows the log viewer has on screen: task, severity and text."""
+    return page.locator("#logs .log-row:not([hidden])").evaluate_all(
+        """(rows) => rows.map((r) => ({task: r.dataset.task, severity: r.dataset.severity,
+                                       text: r.querySelector('.log-text').textContent}))"""
+    )
+
+
+def test_log_viewer_on_200k_lines(console: Console, big_job: dict[str, Any]) -> None:
+    page = console.open(f"/jobs/{job_id(big_job['name'])}")
+    console.ready("job-page")
+    logs = page.locator("#logs")
+    assert logs.get_attribute("role") == "log" and logs.get_attribute("aria-label") == "Job logs"
+
+    # The first lines show (an ended job opens at its start); only the rows on screen are in the page.
+    def at_start() -> bool:
+        rows = shown(page)
+        first_lines = (" line 000001", " err 000000")  # whichever replica started first
+        started = any(r["text"].endswith(first_lines) for r in rows)
+        return bool(rows) and rows[0]["task"] == "service" and started
+
+    wait_for(at_start, what="the log's first lines")
+    assert page.locator("#logs .log-row").count() < 100
+    console.shot("log-viewer-start")
+    # The end, with the last lines: the replicas' last, then the platform's.
+    page.locator("#log-end").click()
+    logs.get_by_text("Job completed successfully.", exact=True).wait_for()
+    page.locator("#log-state", has_text="End of logs.").wait_for()
+    assert shown(page)[-1]["text"] == "Job completed successfully."
+    assert any(r["text"].endswith(" finished") for r in shown(page) if r["task"] != "service")
+    # The keyboard scrolls it; Home goes back to the start.
+    logs.focus()
+    top = logs.evaluate("(el) => el.scrollTop")
+    page.keyboard.press("PageUp")
+    wait_for(lambda: logs.evaluate("(el) => el.scrollTop") < top, what="the log to scroll up")
+    page.keyboard.press("Home")
+    wait_for(at_start, what="the log's start again")
+
+    # Scrolling down pages in more lines as they are needed.
+    def loaded() -> int:
+        return int(page.locator("#log-loaded").inner_text().split()[0].replace(",", ""))
+
+    for _ in range(3):
+        before = loaded()
+        logs.evaluate("(el) => { el.scrollTop = el.scrollHeight; }")
+        wait_for(lambda before=before: loaded() > before, what="the next page")
+    assert loaded() >= 1500
+
+    # Filters are the endpoint's: severity, text, replica.
+    page.locator("#log-severity").select_option("ERROR")
+    logs.get_by_text("workerpool0-0 err 000000", exact=True).wait_for()
+    wait_for(lambda: {r["severity"] for r in shown(page)} == {"ERROR"}, what="only errors")
+    page.locator("#log-severity").select_option("")
+    page.get_by_label("Search").fill("LINE 054321")
+    page.get_by_label("Search").press("Enter")
+    logs.get_by_text("workerpool1-0 line 054321", exact=True).wait_for()
+    wait_for(lambda: len(shown(page)) == 2, what="the two matching lines")
+    assert {r["text"] for r in shown(page)} == {"workerpool0-0 line 054321", "workerpool1-0 line 054321"}
+    page.get_by_label("Search").fill("")
+    page.get_by_label("Search").press("Enter")
+    page.locator("#log-task").select_option("workerpool1-0")
+    wait_for(
+        lambda: shown(page) and {r["task"] for r in shown(page)} <= {"workerpool1-0", "service"},
+        what="one replica's lines (and the platform's)",
+    )
+    logs.get_by_text("workerpool1-0 line 000001", exact=True).wait_for()
+    console.shot("log-viewer-filtered")
+
+    # The whole log downloads as a file.
+    with page.expect_download() as download:
+        page.locator("#log-download-text").click()
+    saved = download.value
+    assert saved.suggested_filename == f"customJob-{job_id(big_job['name'])}.log"
+    lines = Path(saved.path()).read_text().splitlines()
+    assert sum(line.split(" ")[1].startswith("workerpool") for line in lines) == 2 * BIG_LINES + 2
+    assert lines[-1].endswith("service INFO Job completed successfully.")
+
+
+def test_log_viewer_follows_a_live_job(console: Console, server: ServerProcess, tmp_path: Path) -> None:
+    stop = tmp_path / "stop"
+    code = (
+        "import time\nfrom pathlib import Path\ni = 0\n"
+        f"while not Path({str(stop)!r}).exists():\n"
+        "    print(f'tick {i:07d}', flush=True); i += 1; time.sleep(0.002)\n"
+        "print('live job done', flush=True)"
+    )
+    created = create_job(server, job(python_pool(code), name="console-live-log"))
+    try:
+        wait_running(server, created["name"])
+        page = console.open(f"/jobs/{job_id(created['name'])}")
+        console.ready("job-page")
+        assert page.locator("#log-follow").is_checked()  # a running job is followed from its end
+        page.locator("#log-state", has_text="Following").wait_for()
+
+        def newest() -> int:
+            ticks = [r["text"] for r in shown(page) if r["text"].startswith("tick ")]
+            return int(ticks[-1].split()[1]) if ticks else -1
+
+        first = wait_for(lambda: newest() >= 0 and newest(), what="live lines")
+        # New lines keep coming at the bottom, which the view sticks to.
+        wait_for(lambda: newest() > first + 200, what="newer lines at the bottom")
+        at_bottom = "(el) => el.scrollTop + el.clientHeight >= el.scrollHeight - 20"
+        assert page.locator("#logs").evaluate(at_bottom)
+        console.shot("log-viewer-live")
+    finally:
+        stop.touch()
+    page.locator("#logs").get_by_text("live job done", exact=True).wait_for(timeout=60_000)
+    page.locator("#log-state", has_text="End of logs.").wait_for(timeout=60_000)
+    assert shown(page)[-1]["text"] == "Job completed successfully."

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.jobs import job, python_pool
+from tests.support.logs import replica_output
 from tests.support.pg_fixtures import make_postgres_server  # noqa: F401 - the fixture
 from tests.support.postgres import PostgresServer
 from tests.support.server import ServerProcess, wait_for, wait_job
@@ -107,8 +108,8 @@ def test_postgres_stopped_and_started_under_the_server(
                 running[label] = client.post(jobs_url, json=body).json()["name"]
             for name in running.values():
                 wait_job(client, name, {"JOB_STATE_RUNNING"}, timeout=60)
-                out = server.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0" / "stdout.log"
-                wait_for(lambda out=out: out.exists() and "waiting" in out.read_text(), what="the replica")
+                replica = server.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0"
+                wait_for(lambda r=replica: "waiting" in replica_output(r), what="the replica")
             before: dict[str, str] = {}  # label -> name of a job created just before the outage
             for _ in range(3):
                 label, body = labelled(job(python_pool("pass")), run, "before")

@@ -39,6 +39,7 @@ import httpx
 import pytest
 
 from tests.support.jobs import MACHINE, job, python_pool
+from tests.support.logs import replica_output
 from tests.support.paths import EXAMPLES
 from tests.support.server import LOCATION, PROJECT, TERMINAL, ServerProcess, wait_for, wait_job
 from trainworks.config import Settings
@@ -330,8 +331,7 @@ class Storm(threading.Thread):
 
 # ------------------------------------------------------------------------------------------ verification
 def stdout_of(server: ServerProcess, target: StormJob, task: str) -> str:
-    path = server.home / "jobs" / target.job_id / task / "stdout.log"
-    return path.read_text() if path.exists() else ""
+    return replica_output(server.home / "jobs" / target.job_id / task)
 
 
 def output(server: ServerProcess, target: StormJob, name: str) -> bytes:
@@ -782,8 +782,8 @@ def test_preempting_a_worker_that_already_finished_restarts_nothing(
 def test_a_preemption_is_delivered_in_the_pass_that_decides_it(services: Services) -> None:
     job_id = spot_job(services, python_pool("import time; print('up', flush=True); time.sleep(60)"))
     drive(services, job_id, "the job to run", running(0))
-    stdout = services.settings.jobs_dir / job_id / "workerpool0-0" / "stdout.log"
-    wait_for(lambda: stdout.exists() and "up" in stdout.read_text(), what="the command to start")
+    replica = services.settings.jobs_dir / job_id / "workerpool0-0"
+    wait_for(lambda: "up" in replica_output(replica), what="the command to start")
     services.job_status.preempt(PROJECT, LOCATION, job_id, None)
     passes(services, 1)
     row = services.controller.jobs.get(int(job_id))

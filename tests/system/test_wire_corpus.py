@@ -75,6 +75,7 @@ _OPAQUE_KEYS = {
     "pageToken": "token",
     "page_token": "token",
     "uid": "uid",
+    "insertId": "insert",
     "x-guploader-uploadid": "upload",
     "upload_id": "upload",
 }
@@ -235,6 +236,26 @@ def _content_view(content: bytes, normalize: Callable[[str], str] | None) -> Any
     if len(text) > 4000:
         return {"chars": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest()}
     return text
+
+
+def logs_view(text: str) -> list[Any]:
+    """The logs extension's NDJSON lines grouped by task, each task's lines in their order: the order across
+    tasks follows the moment each line was read, which a replay cannot repeat (tests/kinds/custom_jobs/
+    test_logs.py checks that order)."""
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return sorted(lines, key=lambda line: str(line.get("task", "")) if isinstance(line, dict) else "")
+
+
+def entries_view(text: str) -> Any:
+    """entries:list's answer with its entries grouped by task, as logs_view (tests/kinds/log_entries checks
+    the order across tasks)."""
+    body = json.loads(text)
+    if isinstance(body, dict) and isinstance(body.get("entries"), list):
+        body["entries"] = sorted(
+            body["entries"],
+            key=lambda entry: str(entry.get("resource", {}).get("labels", {}).get("task_name")),
+        )
+    return body
 
 
 def openapi_view(text: str) -> dict[str, Any]:
@@ -522,9 +543,23 @@ def script_custom_jobs(w: Wire) -> None:
 
     # Extensions: logs, status, TensorBoard, preemption of a job that is not SPOT.
     tw = "/trainworks/v1/"
-    w.get(tw + ok + "/logs")
-    w.get(tw + ok + "/logs", query={"task": "workerpool0-0"})
-    w.get(tw + failed + "/logs", query={"task": "workerpool0-7"})
+    w.get(tw + ok + "/logs", view=logs_view)
+    w.get(tw + ok + "/logs", query={"task": "workerpool0-0"}, view=logs_view)
+    w.get(tw + failed + "/logs", query={"task": "workerpool0-7"}, view=logs_view)
+    w.get(tw + ok + "/logs", query={"severity": "ERROR", "tail": 5}, view=logs_view)
+    w.get(tw + ok + "/logs", query={"severity": "LOUD"})
+    w.get(tw + ok + "/logs", query={"since": "yesterday"})
+
+    # Cloud Logging's entries:list: the job's entries as gcloud asks for them, a filtered page, errors.
+    jobs_filter = f'resource.type="ml_job" AND resource.labels.job_id="{ok.rsplit("/", 1)[1]}"'
+    entries = {"resourceNames": ["projects/wire-jobs"], "filter": jobs_filter}
+    w.post("/v2/entries:list", {**entries, "orderBy": "timestamp asc", "pageSize": 1000}, view=entries_view)
+    errors_only = {**entries, "filter": jobs_filter + " AND severity>=ERROR", "orderBy": "timestamp desc"}
+    w.post("/v2/entries:list", {**errors_only, "pageSize": 1}, view=entries_view)
+    w.post("/v2/entries:list", {"resourceNames": ["projects/wire-jobs"], "filter": "bogus(("})
+    w.post("/v2/entries:list", {"resourceNames": [], "filter": jobs_filter})
+    w.post("/v2/entries:list", {**entries, "pageToken": "garbage"})
+    w.post("/v2/entries:list", {**entries, "pageSize": 5000})
     w.get(tw + ok + "/status")
     w.get(tw + failed + "/status")
     w.get(tw + ok + "/tensorboard")

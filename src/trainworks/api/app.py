@@ -30,6 +30,7 @@ from trainworks.kinds.datasets import rpc as datasets_rpc
 from trainworks.kinds.datasets.routes import DATASETS
 from trainworks.kinds.locations import routes as locations
 from trainworks.kinds.locations import rpc as locations_rpc
+from trainworks.kinds.log_entries import routes as log_entries
 from trainworks.kinds.models import rpc as models_rpc
 from trainworks.kinds.models.routes import MODELS
 from trainworks.kinds.operations import routes as operations
@@ -86,6 +87,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(capacity_router())
     app.include_router(shell_router())  # the shell WebSocket into running replicas
     app.include_router(tensorboard_router())
+    app.include_router(log_entries.router())  # the Cloud Logging API's entries:list (/v2)
     observability.install(app, settings)  # /metrics and request timing: after the auth middleware
     openapi.install(app)  # the query parameters and bodies routes read by hand
     console.install(app)  # the web console at /console (static pages over this same API)

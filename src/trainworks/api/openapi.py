@@ -102,7 +102,24 @@ _RULES: list[_Rule] = [
         {"type": "object", "properties": {"timeout": _STR}},
         False,
     ),
-    ("get", r"/customJobs/\{job_id\}/logs$", {"follow": {"type": "boolean"}, "task": _STR}, None, False),
+    (
+        "get",
+        r"/customJobs/\{job_id\}/logs$",
+        {  # kinds/custom_jobs/logs.py parse_log_query (format=text, plain text, is left undescribed)
+            "follow": {"type": "boolean"},
+            "task": _STR,
+            "severity": {"enum": ["DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL"]},
+            "since": _STR,
+            "after": {"type": "string", "pattern": r"^[0-9]{19}\.[A-Za-z0-9_.-]+\.([0-9a-f]{12}|dropped)$"},
+            "before": {"type": "string", "pattern": r"^[0-9]{19}\.[A-Za-z0-9_.-]+\.([0-9a-f]{12}|dropped)$"},
+            "limit": {"type": "integer", "minimum": 1},
+            "tail": {"type": "integer", "minimum": 0},
+            "q": _STR,
+            "download": {"type": "boolean"},
+        },
+        None,
+        False,
+    ),
     (
         "post",
         r"/customJobs/\{job_id\}:preempt$",
@@ -111,6 +128,7 @@ _RULES: list[_Rule] = [
         False,
     ),
     ("get", r"/costs$", {"by": _STR, "filter": _STR}, None, False),
+    ("post", r"^/v2/entries:list$", {}, response_schemas.LOGGING_LIST_REQUEST, True),
     (
         "get",
         r"/capacity$",
@@ -221,6 +239,8 @@ _RESPONSES: list[tuple[str, str, _Answer]] = [
     ("get", r"^/trainworks/v1/.*/capacity$", response_schemas.CAPACITY),
     ("get", r"^/trainworks/v1/.*/tensorboard$", response_schemas.TENSORBOARD),
     ("get", r"^/healthz$", response_schemas.HEALTH),
+    # The Cloud Logging API.
+    ("post", r"^/v2/entries:list$", response_schemas.LOGGING_ENTRIES),
     # The Cloud Storage JSON API.
     ("get", r"^/storage/v1/b$", response_schemas.GCS_BUCKETS),
     ("post", r"^/storage/v1/b$", response_schemas.GCS_BUCKET),

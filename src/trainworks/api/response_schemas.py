@@ -5,6 +5,8 @@
 - the Cloud Storage JSON API subset under /storage/v1 and /upload/storage/v1: the Object, Bucket, Buckets,
   Objects, StorageLayout and RewriteResponse resources in the shapes storage/object_model.py and
   kinds/storage_objects/routes.py write (the documented GCS resources, the fields this server fills);
+- the Cloud Logging API's entries:list under /v2: its request, and LogEntry as kinds/log_entries/wire.py
+  writes it;
 - errors: google.rpc.Status as api/errors.py writes it, and Cloud Storage's error form under /storage;
 - ModelDevelopmentCluster (v1beta1 training clusters), which has no published proto: the schema comes from
   its wire model (kinds/clusters/wire.py) as pydantic describes its serialized JSON.
@@ -23,6 +25,7 @@ from typing import Any
 from google.rpc import code_pb2
 
 from trainworks.kinds.clusters.wire import ModelDevelopmentCluster
+from trainworks.kinds.log_entries.wire import SEVERITIES
 
 _STR: dict[str, Any] = {"type": "string"}
 _INT: dict[str, Any] = {"type": "integer"}
@@ -142,10 +145,21 @@ JOB_STATUS = _object(
 )
 PREEMPTED = _object(preempted={"type": "array", "items": _STR})
 TENSORBOARD = _object({"localPath": _STR}, name=_STR, logDir=_STR)
+# kinds/custom_jobs/logs.py LogStream.line: one line of the logs extension (NDJSON).
 LOG_ENTRY = _object(
-    {"stream": {"enum": ["stdout", "stderr"]}, "time": {"type": ["string", "null"]}},
+    {
+        "stream": {"enum": ["stdout", "stderr"]},
+        "json": {"type": "object"},
+        "more": {"const": True},
+        "dropped": _object(lines=_INT, bytes=_INT),
+        "trialId": _STR,
+    },
+    time={"type": "string", "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{9}Z$"},
+    insertId=_STR,
     task=_STR,
-    severity=_STR,
+    severity={
+        "enum": ["DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL", "ALERT", "EMERGENCY"]
+    },
     text=_STR,
 )
 
@@ -279,6 +293,55 @@ GCS_REWRITE = _object(
     objectSize=_DECIMAL,
     done={"const": True},
     resource=GCS_OBJECT,
+)
+
+
+# ---------------------------------------------------------------- the Cloud Logging API (v2 entries:list)
+# kinds/log_entries/wire.py to_log_entry: a LogEntry as that module writes it, timestamps with nanoseconds.
+_NS_TIME: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{9}Z$",
+}
+LOGGING_ENTRY = _object_requiring(
+    ["insertId", "resource", "timestamp", "logName", "receiveTimestamp"],
+    {
+        "textPayload": _STR,
+        "jsonPayload": {"type": "object"},
+        "severity": {"enum": [name for name in SEVERITIES if name != "DEFAULT"]},
+        "labels": _STRINGS,
+        "split": _object_requiring(["uid"], {"index": _INT}, uid=_STR),
+    },
+    insertId=_STR,
+    resource=_object_requiring(
+        ["type", "labels"],
+        type={"const": "ml_job"},
+        labels=_object_requiring(
+            ["job_id", "task_name", "project_id"], job_id=_STR, task_name=_STR, project_id=_STR
+        ),
+    ),
+    timestamp=_NS_TIME,
+    logName=_STR,
+    receiveTimestamp=_NS_TIME,
+)
+LOGGING_ENTRIES = _object_requiring(
+    [], {"entries": {"type": "array", "items": LOGGING_ENTRY}, "nextPageToken": _STR}
+)
+# ListLogEntriesRequest as kinds/log_entries/service.py parse_request takes it (also the snake_case names and
+# the deprecated projectIds, which this leaves out).
+LOGGING_LIST_REQUEST = _object_requiring(
+    ["resourceNames"],
+    {
+        "filter": _STR,
+        "orderBy": {"enum": ["timestamp asc", "timestamp desc"]},
+        "pageSize": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "pageToken": _STR,
+    },
+    resourceNames={
+        "type": "array",
+        "items": {"type": "string", "pattern": "^projects/[^/]+$"},
+        "minItems": 1,
+        "maxItems": 100,
+    },
 )
 
 

@@ -26,7 +26,7 @@ class LaunchRequest:
     task_name: str  # workerpool{P}-{i}
     argv: list[str]
     env: dict[str, str]
-    run_dir: Path  # stdout.log, stderr.log and the exit record live here
+    run_dir: Path  # its log (capture.py: .trainworks-log/) and the exit record live here
     cwd: Path | None = None
     gcs_root: Path | None = None  # folder to expose at /gcs, when the backend can
     image: str | None = None
@@ -90,7 +90,7 @@ class GangMember:
 
     pool: int
     index: int
-    run_dir: Path  # stdout.log, stderr.log and exit.json, as for a local replica
+    run_dir: Path  # its log and exit.json, as for a local replica
     extra_env: Mapping[str, str] = field(default_factory=dict)
     python: Path | None = None  # the pool's package environment (python package tasks)
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainworks.backends import procfs, sandbox
+from trainworks.backends import capture, procfs, sandbox
 from trainworks.backends.base import (
     Capability,
     LaunchError,
@@ -192,7 +192,10 @@ class ReplicaIsolation:
         # What the replica needs of what it cannot see: bound back after the masks when a mask covers it
         # (`keep`); bound before them when only the private /tmp does (`binds`), so that a server's home
         # inside it (a checkout's home under /tmp) is still masked.
-        wanted = [(request.run_dir, True)]
+        # The replica's log is written from outside (capture.py): inside, it may read it, never change it.
+        log = Path(capture.log_dir(str(request.run_dir)))
+        log.mkdir(parents=True, exist_ok=True)
+        wanted = [(request.run_dir, True), (log, False)]
         if request.cwd and request.cwd != request.run_dir and self._unseen(request.cwd):
             wanted.append((request.cwd, True))
         wanted += [(p, False) for p in [*self.install, *self._environments(request)]]

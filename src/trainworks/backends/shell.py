@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainworks.backends import procfs
+from trainworks.backends.capture import LOGGER_NAME
 from trainworks.backends.local import SHIM
 from trainworks.backends.memory_limits import memory_cgroup_of
 
@@ -80,6 +81,13 @@ def _children(pid: int) -> list[int]:
     return [int(part) for part in text.split()]
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _namespace(pid: int | str, kind: str) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/ns/{kind}")
@@ -93,7 +101,8 @@ def command_process(pid: int, pid_start: int) -> int:
     (a replica forked from a warm interpreter without a sandbox is its own command)."""
     if not procfs.is_alive(pid, pid_start):
         raise ShellUnavailable("the replica is not running")
-    children = _children(pid)
+    # The supervisor's logger (backends/capture.py) is its child too, but no part of the replica.
+    children = [child for child in _children(pid) if _comm(child) != LOGGER_NAME]
     if children and _namespace(children[0], "pid") != _namespace(pid, "pid"):
         commands = _children(children[0])
         if not commands:
@@ -103,7 +112,7 @@ def command_process(pid: int, pid_start: int) -> int:
         return pid
     if not children:
         raise ShellUnavailable("the replica's command has ended")
-    return children[0]  # the supervisor forks exactly one child: the command
+    return children[0]  # beside its logger the supervisor forks exactly one child: the command
 
 
 def _podman_container(argv: list[str]) -> str | None:

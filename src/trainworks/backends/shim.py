@@ -109,8 +109,8 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # the plan's pipe is done with
     os.close(devnull)
-    out = os.open(os.path.join(run_dir, "stdout.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    err = os.open(os.path.join(run_dir, "stderr.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    capture = _load("capture").Capture(run_dir)
+    out, err = capture.stdout, capture.stderr
     if os.getpgid(0) != os.getpid():
         os.setsid()
     # Written before the command starts, made durable once it has (the command need not wait on the disk).
@@ -129,6 +129,7 @@ def main() -> None:
     def start() -> None:
         os.dup2(out, 1)
         os.dup2(err, 2)
+        capture.close_in_child()
         if cwd:
             os.chdir(cwd)
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -139,7 +140,7 @@ def main() -> None:
             os.write(2, f"[trainworks] could not start {argv[0]!r}: {exc}\n".encode())
         os._exit(127)
 
-    supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record), stops=stops)
+    supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record), stops=stops, capture=capture)
 
 
 def supervise(
@@ -149,15 +150,20 @@ def supervise(
     log_fd: int,
     started: Callable[[], None] | None = None,
     stops: StopWatch | None = None,
+    capture: Any = None,
 ) -> None:
     """Run the replica (`start`, in its own process) under `plan`, wait for it and write its exit record;
-    then remove its memory cgroup. `stops`: the stop signals' watch, installed early by the caller."""
+    then remove its memory cgroup. `stops`: the stop signals' watch, installed early by the caller;
+    `capture`: the replica's log (capture.Capture): its logger starts before the command, and has written
+    everything the command wrote before the exit record says it ended."""
     cgroup = plan["cgroup"]
     limits: Any = _load("memory_limits") if cgroup else None  # only used when there is a cgroup
     before = limits.oom_kills(cgroup["dir"], cgroup["version"]) if cgroup else None
     if stops is None:
         stops = StopWatch()
         stops.install()
+    if capture is not None:
+        capture.start()
     if cgroup is None and plan["sandbox"] is None:
         child = os.fork()
         if child == 0:
@@ -176,6 +182,8 @@ def supervise(
         except OSError as exc:
             os.write(log_fd, f"[trainworks] the replica could not be started: {exc}\n".encode())
             status = 127 << 8
+    if capture is not None:
+        capture.finish()
     oom = False
     if cgroup is not None:
         oom = status != 0 and limits.ran_out_of_memory(cgroup["dir"], cgroup["version"], before, status)

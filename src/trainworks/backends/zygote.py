@@ -50,6 +50,7 @@ _WATCH_SECONDS = 2.0
 TYPE_CHECKING = False  # typing is not imported: training code would find it in sys.modules
 if TYPE_CHECKING:
     import types
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -139,9 +140,10 @@ def _finalize() -> None:
             stream.flush()
 
 
-def _run_training(request: dict[str, Any], out: int, err: int) -> None:
+def _run_training(request: dict[str, Any], out: int, err: int, close_capture: Callable[[], None]) -> None:
     os.dup2(out, 1)
     os.dup2(err, 2)
+    close_capture()  # the log's read ends are the supervisor's
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     for fd in (out, err, devnull):
@@ -212,8 +214,8 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
     """shim.main, with the training process forked from this warm interpreter instead of exec'd."""
     os.setsid()
     run_dir = request["run_dir"]
-    out = os.open(os.path.join(run_dir, "stdout.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    err = os.open(os.path.join(run_dir, "stderr.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    capture = _shim._load("capture").Capture(run_dir)
+    out, err = capture.stdout, capture.stderr
     shim_record = os.path.join(run_dir, "shim.json")
     fields = [
         ("pid", os.getpid()),
@@ -238,11 +240,12 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _shim.supervise(
         plan,
-        lambda: _run_training(request, out, err),
+        lambda: _run_training(request, out, err, capture.close_in_child),
         run_dir,
         err,
         started=lambda: _shim._fsync(shim_record),
         stops=stops,
+        capture=capture,
     )
     os._exit(0)
 

@@ -186,6 +186,18 @@ def serve(
     max_object_bytes: int = typer.Option(
         5 << 40, "--max-object-bytes", min=1, help="Largest object a Cloud Storage upload may write."
     ),
+    log_limit_replica: int = typer.Option(
+        1 << 30,
+        "--log-limit-replica",
+        min=0,
+        help="Bytes of log a replica keeps: past it the oldest part goes, and an entry says so (0: all).",
+    ),
+    log_limit_job: int = typer.Option(
+        0,
+        "--log-limit-job",
+        min=0,
+        help="Bytes of log a job's replicas keep together, divided among them (0: only --log-limit-replica).",
+    ),
     sandbox: bool = typer.Option(
         True,
         "--sandbox/--no-sandbox",
@@ -253,6 +265,8 @@ def serve(
         grpc_host=host,
         grpc_port=grpc_port,
         max_object_bytes=max_object_bytes,
+        log_limit_replica_bytes=log_limit_replica,
+        log_limit_job_bytes=log_limit_job,
         storage_url=storage_url(host, port, tls is not None),
         tls=tls,
         sandbox=sandbox,

@@ -27,11 +27,17 @@ class Job(Resource, Protocol):
     end_time: datetime | None
 
 
-def print_log_entry(entry: Mapping[str, Any], fmt: OutputFormat) -> None:
-    """One log entry: `[task] text` for humans, a JSON line for json and yaml."""
+def print_log_entry(entry: Mapping[str, Any], fmt: OutputFormat, timestamps: bool = True) -> None:
+    """One log entry: `TIME SEVERITY [task] text` for humans (`[task] text` without timestamps; the time to
+    the millisecond, UTC), a JSON line for json and yaml."""
     out = sys.stdout
     if fmt == OutputFormat.human:
-        out.write(f"[{entry.get('task', '')}] {entry.get('text', '')}\n")
+        prefix = ""
+        stamp = str(entry.get("time") or "")
+        if timestamps:
+            shown = stamp[:23] + "Z" if len(stamp) > 23 else stamp
+            prefix = f"{shown} {entry.get('severity', 'DEFAULT'):<7} "
+        out.write(f"{prefix}[{entry.get('task', '')}] {entry.get('text', '')}\n")
     else:
         out.write(json.dumps(entry) + "\n")
     out.flush()

@@ -1,20 +1,21 @@
-"""The job's `service` log: platform messages such as "Job is running.", next to the replicas' logs."""
+"""The job's `service` log: platform messages such as "Job is running.", next to the replicas' logs.
+
+It is a log like a replica's (backends/capture.py), in the job's folder under the task name `service`, so its
+entries interleave with the replicas' by time."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from trainworks.kernel.wire import format_timestamp, now_utc
+from trainworks.backends.capture import log_dir, write_platform_message
+
+#: The task name of the platform's messages, as Vertex AI names them.
+SERVICE_TASK = "service"
 
 
-def service_log_path(job_dir: Path) -> Path:
-    return job_dir / "service.log"
+def service_log_dir(job_dir: Path) -> Path:
+    return Path(log_dir(str(job_dir / SERVICE_TASK)))
 
 
 def log_service(job_dir: Path, message: str, severity: str = "INFO") -> None:
-    job_dir.mkdir(parents=True, exist_ok=True)
-    entry = {"time": format_timestamp(now_utc()), "severity": severity, "message": message}
-    line = json.dumps(entry, ensure_ascii=False)
-    with open(service_log_path(job_dir), "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
+    write_platform_message(str(service_log_dir(job_dir)), message, severity)

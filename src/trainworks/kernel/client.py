@@ -220,7 +220,8 @@ class Client:
         """The non-blank lines of a streamed answer as they come (NDJSON extensions), with the errors of
         `_request`."""
         try:
-            with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+            sent = {k: v for k, v in params.items() if v not in (None, "")}
+            with self._http.stream("GET", path, params=sent, timeout=timeout) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise ApiError.from_response(response)

@@ -4,8 +4,8 @@ A task works out which replica it is from SLURM_PROCID and the task counts of th
 plain job), finds every component's nodes and their addresses, and builds the Vertex AI contract
 (CLUSTER_SPEC, TF_CONFIG, MASTER_ADDR/PORT, WORLD_SIZE, RANK, AIP_*) with contract/environment.py, so
 every replica sees the same cluster. Replica i listens on the manifest's base port + i: emulated nodes may
-share one host. The replica runs as under the local supervisor (backends/shim.py): output in its run_dir's
-stdout.log and stderr.log, /gcs mounted when asked, exit status in exit.json; the task exits with the
+share one host. The replica runs as under the local supervisor (backends/shim.py): output in its run_dir's log
+(backends/capture.py), /gcs mounted when asked, exit status in exit.json; the task exits with the
 replica's code.
 
 Signals: Slurm signals every process of the step (scancel, time limit, requeue), the replica included; the
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trainworks.backends import shim
+from trainworks.backends.capture import Capture, log_dir, write_platform_message
 from trainworks.backends.commands import TaskError, host_argv, pool_env
 from trainworks.contract.environment import JobContext, ReplicaSlot, replica_environment
 from trainworks.slurm.jobs import SlurmClient, SlurmError
@@ -132,8 +133,8 @@ def _write_exit(run_dir: Path, code: int, signum: int | None, slurm_job: int) ->
 
 def run(argv: list[str], env: Mapping[str, str], run_dir: Path, gcs_root: str | None, slurm_job: int) -> int:
     """Run the replica with its output in run_dir, record how it ended, return its exit code."""
-    out = os.open(run_dir / "stdout.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    err = os.open(run_dir / "stderr.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    capture = Capture(str(run_dir))
+    out, err = capture.stdout, capture.stderr
     if gcs_root:
         try:
             shim._mount_gcs(gcs_root, err)
@@ -142,11 +143,13 @@ def run(argv: list[str], env: Mapping[str, str], run_dir: Path, gcs_root: str | 
     # Slurm signals the replica itself; the task stays to write the exit record.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda _s, _f: None)
+    capture.start()
     child = os.fork()
     if child == 0:
         try:
             os.dup2(out, 1)
             os.dup2(err, 2)
+            capture.close_in_child()
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             os.chdir(run_dir)
@@ -162,6 +165,7 @@ def run(argv: list[str], env: Mapping[str, str], run_dir: Path, gcs_root: str | 
             break
         except InterruptedError:
             continue
+    capture.finish()
     if os.WIFSIGNALED(status):
         killed_by = os.WTERMSIG(status)
         code, got = 128 + killed_by, killed_by
@@ -175,8 +179,7 @@ def _fail(run_dir: Path | None, message: str, slurm_job: int) -> int:
     """A replica that could not start: say why where its logs are read, and record exit 127."""
     print(f"trainworks.slurm.task: {message}", file=sys.stderr, flush=True)
     if run_dir is not None:
-        with open(run_dir / "stderr.log", "a", encoding="utf-8") as handle:
-            handle.write(f"[trainworks] {message}\n")
+        write_platform_message(log_dir(str(run_dir)), f"[trainworks] {message}", "ERROR")
         _write_exit(run_dir, EXIT_NOT_STARTED, None, slurm_job)
     return EXIT_NOT_STARTED
 

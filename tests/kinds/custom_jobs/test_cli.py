@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -361,7 +362,8 @@ def test_client_pages_through_jobs_and_waits_for_operations(server: ServerProces
         with server.client() as http:
             wait_job(http, first)
         entries = list(client.stream_logs(first, task="workerpool0-0", follow=True))
-        assert {"task": "workerpool0-0", "severity": "INFO", "stream": "stdout", "text": "paged"} in entries
+        wanted = {"task": "workerpool0-0", "severity": "INFO", "stream": "stdout", "text": "paged"}
+        assert any(wanted.items() <= dict(e).items() for e in entries)
         op = client.delete_custom_job(first)
         assert op.name.startswith(first + "/operations/")
         done = client.wait_operation(op.name, timeout_s=60)
@@ -502,20 +504,38 @@ def test_list_json_filter_limit_and_human(
     assert "Listed 0 items." in empty
 
 
+# `stream-logs`' human lines: `2026-12-05T05:40:00.123Z INFO    [task] text` (UTC, milliseconds).
+TIMED_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ([A-Z]+) +(\[.*)$")
+
+
+def untimed(lines: list[str]) -> list[tuple[str, str]]:
+    """(severity, `[task] text`) of each line, every one checked to start with its time and severity."""
+    out = []
+    for line in lines:
+        match = TIMED_LINE.match(line)
+        assert match, f"not a timed log line: {line!r}"
+        out.append((match.group(1), match.group(2)))
+    return out
+
+
 def test_stream_logs_shows_the_printed_line(
     server: ServerProcess, finished_job: tuple[dict[str, Any], str]
 ) -> None:
     job, line = finished_job
     job_id = job["name"].rsplit("/", 1)[-1]
-    out = ok(run_cli(server, "stream-logs", job_id, *REGION)).stdout.splitlines()
-    assert f"[workerpool0-0] {line}" in out
-    assert any(o.startswith("[service] ") for o in out)
+    out = untimed(ok(run_cli(server, "stream-logs", job_id, *REGION)).stdout.splitlines())
+    assert ("INFO", f"[workerpool0-0] {line}") in out
+    assert any(o.startswith("[service] ") for _, o in out)
+    bare = ok(run_cli(server, "stream-logs", job_id, *REGION, "--no-timestamps")).stdout.splitlines()
+    assert f"[workerpool0-0] {line}" in bare
     only_task = ok(
         run_cli(server, "stream-logs", job_id, *REGION, "--task", "workerpool0-0", "--format", "json")
     )
     entries = [json.loads(x) for x in only_task.stdout.splitlines()]
-    assert {"task": "workerpool0-0", "severity": "INFO", "stream": "stdout", "text": line} in entries
+    wanted = {"task": "workerpool0-0", "severity": "INFO", "stream": "stdout", "text": line}
+    assert any(wanted.items() <= e.items() for e in entries)
     assert {e["task"] for e in entries} <= {"workerpool0-0", "service"}
+    assert [e["insertId"] for e in entries] == sorted(e["insertId"] for e in entries)  # in time order
 
 
 def test_stream_logs_follows_a_running_job_until_it_ends(server: ServerProcess, tmp_path: Path) -> None:
@@ -558,7 +578,7 @@ def test_stream_logs_follows_a_running_job_until_it_ends(server: ServerProcess, 
         try:
             seen = []
             for out_line in proc.stdout:
-                seen.append(out_line.rstrip("\n"))
+                seen.append(untimed([out_line.rstrip("\n")])[0][1])
                 if seen[-1] == "[workerpool0-0] before-gate":
                     gate.touch()
             assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
@@ -653,8 +673,8 @@ def test_create_with_config_yaml(server: ServerProcess, tmp_path: Path) -> None:
     assert container["env"] == [{"name": "COLOR", "value": "blue"}]
     assert job["jobSpec"]["scheduling"]["timeout"] == "600s"
     ok(run_cli(server, "wait", job["name"], "--timeout", "120"))
-    out = ok(run_cli(server, "stream-logs", job["name"], "--no-follow")).stdout.splitlines()
-    assert "[workerpool0-0] cfg blue alpha beta" in out
+    out = untimed(ok(run_cli(server, "stream-logs", job["name"], "--no-follow")).stdout.splitlines())
+    assert ("INFO", "[workerpool0-0] cfg blue alpha beta") in out
 
 
 def test_delete_a_finished_job(server: ServerProcess) -> None:

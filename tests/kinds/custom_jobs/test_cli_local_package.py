@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.support.logs import replica_output
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
 from trainworks.code_staging.sources import SourceFile, content_digest
 from trainworks.kernel.names import FlagError
@@ -380,10 +381,10 @@ def job_stdout(server: ServerProcess, name: str) -> str:
     with server.client() as client:
         done = wait_job(client, name, timeout=300)
     run_dir = server.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0"
-    stderr = (run_dir / "stderr.log").read_text() if (run_dir / "stderr.log").exists() else ""
+    stderr = replica_output(run_dir, "stderr")
     assert done["state"] == "JOB_STATE_SUCCEEDED", f"{done.get('error')}\n{stderr}"
     assert done["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["pythonModule"] == "trainer.task"
-    return (run_dir / "stdout.log").read_text()
+    return replica_output(run_dir)
 
 
 def test_local_package_runs_and_is_staged_once_per_content(

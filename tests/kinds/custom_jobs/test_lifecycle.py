@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.jobs import job, python_pool
+from tests.support.logs import replica_output
 from tests.support.server import ServerProcess, wait_for, wait_job
 
 SLEEP = "import time; time.sleep(120)"
@@ -49,7 +50,7 @@ def test_single_replica_job_succeeds_with_times_in_order(server: ServerProcess) 
     assert done["state"] == "JOB_STATE_SUCCEEDED", done
     assert "error" not in done
     assert done["createTime"] <= done["startTime"] <= done["endTime"] <= done["updateTime"]
-    stdout = (job_dir(server, created) / "workerpool0-0" / "stdout.log").read_text()
+    stdout = replica_output(job_dir(server, created) / "workerpool0-0")
     assert "hello from the primary" in stdout
 
 
@@ -106,8 +107,8 @@ def test_cancel_sends_sigterm_then_job_is_cancelled(server: ServerProcess, tmp_p
         created = create(client, server, job(python_pool(code)))
         name = created["name"]
         wait_job(client, name, {"JOB_STATE_RUNNING"})
-        stdout = job_dir(server, created) / "workerpool0-0" / "stdout.log"
-        wait_for(lambda: stdout.exists() and "ready" in stdout.read_text(), what="replica to be ready")
+        replica = job_dir(server, created) / "workerpool0-0"
+        wait_for(lambda: "ready" in replica_output(replica), what="replica to be ready")
         response = client.post(f"/v1/{name}:cancel", json={})
         assert response.status_code == 200 and response.json() == {}
         done = wait_job(client, name)
@@ -125,8 +126,8 @@ def test_cancel_escalates_to_sigkill_after_grace(server: ServerProcess) -> None:
         created = create(client, server, job(python_pool(code)))
         name = created["name"]
         wait_job(client, name, {"JOB_STATE_RUNNING"})
-        stdout = job_dir(server, created) / "workerpool0-0" / "stdout.log"
-        wait_for(lambda: stdout.exists() and "ready" in stdout.read_text(), what="replica to be ready")
+        replica = job_dir(server, created) / "workerpool0-0"
+        wait_for(lambda: "ready" in replica_output(replica), what="replica to be ready")
         client.post(f"/v1/{name}:cancel", json={})
         assert client.get(f"/v1/{name}").json()["state"] == "JOB_STATE_CANCELLING"
         done = wait_job(client, name, timeout=60)
@@ -185,7 +186,7 @@ def test_replicas_are_process_group_leaders(server: ServerProcess) -> None:
     with server.client() as client:
         created = create(client, server, job(python_pool(code)))
         wait_job(client, created["name"])
-    assert (job_dir(server, created) / "workerpool0-0" / "stdout.log").read_text().split() == ["True", "True"]
+    assert replica_output(job_dir(server, created) / "workerpool0-0").split() == ["True", "True"]
 
 
 def test_replica_writes_to_gcs_mount(server: ServerProcess) -> None:
@@ -251,7 +252,7 @@ def test_env_values_stay_out_of_files_and_argv(server: ServerProcess) -> None:
         created = create(client, server, job(python_pool(code, env={"API_SECRET": "hunter2"})))
         wait_job(client, created["name"])
     replica = job_dir(server, created) / "workerpool0-0"
-    assert (replica / "stdout.log").read_text().strip() == "2retnuh"
+    assert replica_output(replica).strip() == "2retnuh"
     launch = json.loads((replica / "launch.json").read_text())
     assert "API_SECRET" in launch["env_names"]
     assert "hunter2" not in (replica / "launch.json").read_text()

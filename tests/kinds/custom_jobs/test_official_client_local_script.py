@@ -22,6 +22,7 @@ from google.cloud.aiplatform import initializer
 from google.cloud.aiplatform import jobs as sdk_jobs
 
 from tests.kinds.custom_jobs.test_python_package import build_wheel
+from tests.support.logs import replica_output
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
 
 STAGING_BUCKET = "local-script-staging"
@@ -158,7 +159,7 @@ def run_shell_job(server: ServerProcess, script: str) -> tuple[dict[str, Any], s
         created = client.post(f"/v1/{server.parent}/customJobs", json=body).json()
         done = wait_job(client, created["name"])
     run_dir = server.home / "jobs" / created["name"].rsplit("/", 1)[-1] / "workerpool0-0"
-    return done, (run_dir / "stdout.log").read_text() + (run_dir / "stderr.log").read_text()
+    return done, replica_output(run_dir) + replica_output(run_dir, "stderr")
 
 
 def test_installs_stay_in_their_replica(offline_server: ServerProcess) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from tests.support.jobs import job, python_pool
+from tests.support.logs import replica_output
 from tests.support.paths import EXAMPLES
 from tests.support.server import ServerProcess, wait_for, wait_job
 
@@ -47,16 +49,18 @@ def result(server: ServerProcess, run: str) -> dict:
     return json.loads((server.home / "buckets" / "spot-bucket" / run / "model" / "result.json").read_text())
 
 
-def checkpoints(stdout: Path) -> int:
-    return stdout.read_text().count("checkpoint ") if stdout.exists() else 0
+def checkpoints(run_dir: Path, attempt: int) -> int:
+    """The checkpoints attempt `attempt` has printed since it started (each attempt starts with "fresh start"
+    or "resumed from step N"): what an earlier attempt printed in its notice period does not count."""
+    runs = re.split(r"^(?:fresh start|resumed from step \d+)$", replica_output(run_dir), flags=re.MULTILINE)
+    return runs[attempt + 1].count("checkpoint ") if len(runs) > attempt + 1 else 0
 
 
 def test_preempted_three_times_ends_exactly_like_an_uninterrupted_run(spot_server: ServerProcess) -> None:
     with spot_server.client() as client:
         plain = client.post(f"/v1/{spot_server.parent}/customJobs", json=training_job("plain", False)).json()
         spot = client.post(f"/v1/{spot_server.parent}/customJobs", json=training_job("spot", True)).json()
-        stdout = spot_server.home / "jobs" / spot["name"].rsplit("/", 1)[-1] / "workerpool0-0" / "stdout.log"
-        seen = 0
+        replica = spot_server.home / "jobs" / spot["name"].rsplit("/", 1)[-1] / "workerpool0-0"
         for attempt in range(3):
             wait_for(
                 lambda a=attempt: (
@@ -65,8 +69,7 @@ def test_preempted_three_times_ends_exactly_like_an_uninterrupted_run(spot_serve
                 what=f"attempt {attempt + 1} to run",
             )
             # Preempt only after this attempt has saved a checkpoint of its own: progress is kept.
-            wait_for(lambda s=seen: checkpoints(stdout) > s, what="a new checkpoint", timeout=120)
-            seen = checkpoints(stdout)
+            wait_for(lambda a=attempt: checkpoints(replica, a) > 0, what="a new checkpoint", timeout=120)
             answer = client.post(f"/trainworks/v1/{spot['name']}:preempt", json={})
             assert answer.status_code == 200, answer.text
             assert answer.json() == {"preempted": ["workerpool0-0"]}
@@ -75,7 +78,7 @@ def test_preempted_three_times_ends_exactly_like_an_uninterrupted_run(spot_serve
         assert wait_job(client, plain["name"], timeout=300)["state"] == "JOB_STATE_SUCCEEDED"
         history = status(client, spot["name"])["restarts"]
     assert [h["kind"] for h in history] == ["preemption"] * 3
-    assert stdout.read_text().count("resumed from step") == 3
+    assert replica_output(replica).count("resumed from step") == 3
     assert result(spot_server, "spot") == result(spot_server, "plain")  # bit for bit
 
 

@@ -7,6 +7,7 @@ import hashlib
 import zipfile
 from pathlib import Path
 
+from tests.support.logs import replica_output
 from tests.support.server import ServerProcess, wait_job
 
 TASK = """
@@ -72,10 +73,9 @@ def test_python_package_job_runs_and_environment_is_cached(server: ServerProcess
             created = client.post(f"/v1/{server.parent}/customJobs", json=_job(uri)).json()
             done = wait_job(client, created["name"], timeout=300)
             job_dir = server.home / "jobs" / created["name"].rsplit("/", 1)[-1]
-            assert done["state"] == "JOB_STATE_SUCCEEDED", (
-                job_dir / "workerpool0-0" / "stderr.log"
-            ).read_text()
-            outputs.append(((job_dir / "workerpool0-0" / "stdout.log").read_text(), created["name"]))
+            run_dir = job_dir / "workerpool0-0"
+            assert done["state"] == "JOB_STATE_SUCCEEDED", replica_output(run_dir, "stderr")
+            outputs.append((replica_output(run_dir), created["name"]))
     for stdout, name in outputs:
         job_id = name.rsplit("/", 1)[-1]
         assert f'"argv": ["--lr", "0.1"], "job": "{job_id}", "greeting": "hi {job_id}"' in stdout

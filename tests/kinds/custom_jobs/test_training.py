@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from tests.support.logs import replica_output
 from tests.support.paths import EXAMPLES
 from tests.support.server import ServerProcess, wait_job
 
@@ -29,20 +30,20 @@ def test_two_replica_ddp_job_trains_and_agrees(server: ServerProcess) -> None:
         created = client.post(f"/v1/{server.parent}/customJobs", json=body).json()
         done = wait_job(client, created["name"], timeout=300)
     job_dir = server.home / "jobs" / created["name"].rsplit("/", 1)[-1]
-    assert done["state"] == "JOB_STATE_SUCCEEDED", (job_dir / "workerpool0-0" / "stderr.log").read_text()
+    assert done["state"] == "JOB_STATE_SUCCEEDED", replica_output(job_dir / "workerpool0-0", "stderr")
     result = json.loads(
         (server.home / "buckets" / "ddp-bucket" / "run" / "model" / "result.json").read_text()
     )
     assert result["world_size"] == 2
     assert abs(result["weight"] - 3.0) < 0.05 and abs(result["bias"] + 2.0) < 0.05
     assert (server.home / "buckets" / "ddp-bucket" / "run" / "model" / "model.pt").stat().st_size > 0
-    worker = (job_dir / "workerpool1-0" / "stdout.log").read_text()
+    worker = replica_output(job_dir / "workerpool1-0")
     assert "rank 1 of 2" in worker
     # Both replicas end with identical parameters: the gradients were all-reduced.
     finals = [
         json.loads(line.split("done: ", 1)[1])
         for task in ("workerpool0-0", "workerpool1-0")
-        for line in (job_dir / task / "stdout.log").read_text().splitlines()
+        for line in replica_output(job_dir / task).splitlines()
         if "done: " in line
     ]
     assert len(finals) == 2 and finals[0]["weight"] == finals[1]["weight"]

@@ -22,6 +22,7 @@ from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2, json_format
 
 from tests.support.jobs import job, python_pool
+from tests.support.logs import replica_output, service_text
 from tests.support.server import ServerProcess, wait_for, wait_job
 from trainworks.backends.base import LaunchRequest, Phase
 from trainworks.backends.local import LocalBackend
@@ -446,7 +447,7 @@ def test_job_on_resource_runs_and_uses_replicas(
     for task in ("workerpool0-0", "workerpool1-0"):
         launch = json.loads((job_dir / task / "launch.json").read_text())
         assert launch["warm"]["persistentResource"] == resource_id
-    assert "primary done" in (job_dir / "workerpool0-0" / "stdout.log").read_text()
+    assert "primary done" in replica_output(job_dir / "workerpool0-0")
     delete_resource(http, resource["name"])
 
 
@@ -517,7 +518,7 @@ def test_warm_start_preloads_modules_and_keeps_the_contract(
         assert done["state"] == "JOB_STATE_FAILED"
         assert "non-zero status of 3" in done["error"]["message"]
         run_dir = server.home / "jobs" / created["name"].rsplit("/", 1)[-1] / "workerpool0-0"
-        outputs[where] = json.loads((run_dir / "stdout.log").read_text())
+        outputs[where] = json.loads(replica_output(run_dir))
         outputs[where]["cwd"] = outputs[where]["cwd"] == str(run_dir)
         assert ("warm" in json.loads((run_dir / "launch.json").read_text())) == (where == "warm")
     warm, cold = outputs.pop("warm"), outputs.pop("cold")
@@ -546,12 +547,9 @@ def test_queued_job_waits_for_free_replicas(
     assert http.get(f"/v1/{op['name'].split('/operations/')[0]}").json()["state"] == "PROVISIONING"
     wait_op(http, op)
     wait_job(http, first, {"JOB_STATE_RUNNING"})
-    service_log = server.home / "jobs" / second.rsplit("/", 1)[-1] / "service.log"
-    wait_for(
-        lambda: service_log.exists() and "free of 1" in service_log.read_text(),
-        what="the waiting reason",
-    )
-    assert "to be RUNNING (it is PROVISIONING)" in service_log.read_text()
+    second_dir = server.home / "jobs" / second.rsplit("/", 1)[-1]
+    wait_for(lambda: "free of 1" in service_text(second_dir), what="the waiting reason")
+    assert "to be RUNNING (it is PROVISIONING)" in service_text(second_dir)
     assert http.get(f"/v1/{second}").json()["state"] == "JOB_STATE_QUEUED"
     status = http.get(f"/trainworks/v1/{second}/status").json()
     assert "free of 1" in json.dumps(status)
@@ -577,9 +575,9 @@ def test_python_package_job_is_warm_from_the_second_run(http: httpx.Client, serv
         created = http.post(f"/v1/{server.parent}/customJobs", json=body).json()
         done = wait_job(http, created["name"], timeout=300)
         run_dir = server.home / "jobs" / created["name"].rsplit("/", 1)[-1] / "workerpool0-0"
-        assert done["state"] == "JOB_STATE_SUCCEEDED", (run_dir / "stderr.log").read_text()
+        assert done["state"] == "JOB_STATE_SUCCEEDED", replica_output(run_dir, "stderr")
         job_id = created["name"].rsplit("/", 1)[-1]
-        stdout = (run_dir / "stdout.log").read_text()
+        stdout = replica_output(run_dir)
         assert f'"argv": ["--lr", "0.1"], "job": "{job_id}", "greeting": "hi {job_id}"' in stdout
         warm.append("warm" in json.loads((run_dir / "launch.json").read_text()))
         if run == 0:
@@ -723,7 +721,7 @@ def _run(
 
     status = wait_for(ended, timeout=30, what="the replica to end")
     warm = "warm" in json.loads((run_dir / "launch.json").read_text())
-    return status.exit_code, (run_dir / "stdout.log").read_text(), (run_dir / "stderr.log").read_text(), warm
+    return status.exit_code, replica_output(run_dir), replica_output(run_dir, "stderr"), warm
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from google.api_core import exceptions
 from google.cloud import storage
 
 from tests.support.jobs import job, python_pool
+from tests.support.logs import replica_output
 from tests.support.server import ServerProcess, wait_job
 
 
@@ -490,7 +491,7 @@ def test_storage_api_with_tokens_needs_one(tmp_path: Path, monkeypatch: pytest.M
 # ---------------------------------------------------------------- replicas
 def stdout_of(server: ServerProcess, created: dict[str, Any]) -> str:
     job_id = created["name"].rsplit("/", 1)[-1]
-    return (server.home / "jobs" / job_id / "workerpool0-0" / "stdout.log").read_text()
+    return replica_output(server.home / "jobs" / job_id / "workerpool0-0")
 
 
 def test_replica_reaches_the_storage_api_through_its_environment(

@@ -14,6 +14,7 @@ import pytest
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
+from tests.support.logs import replica_output
 from tests.support.server import ServerProcess, wait_for
 
 TRIAL = """
@@ -113,8 +114,8 @@ def strict(job: dict[str, Any]) -> None:
 
 
 def first_line(server: ServerProcess, custom_job: str) -> dict[str, Any]:
-    out = server.home / "jobs" / custom_job.rsplit("/", 1)[-1] / "workerpool0-0" / "stdout.log"
-    return json.loads(out.read_text().splitlines()[0])
+    run_dir = server.home / "jobs" / custom_job.rsplit("/", 1)[-1] / "workerpool0-0"
+    return json.loads(replica_output(run_dir).splitlines()[0])
 
 
 def test_tuning_job_runs_trials_as_custom_jobs(server: ServerProcess, trial_script: Path) -> None:

@@ -247,20 +247,37 @@ COMMANDS.delete_job(
 def stream_logs(
     custom_job: JobArg,
     task: Annotated[
-        str | None,
-        typer.Option("--task", help="Only this replica, e.g. workerpool0-0 (plus service messages)."),
+        list[str] | None,
+        typer.Option(
+            "--task", help="Only this replica, e.g. workerpool0-0 (repeatable; with service messages)."
+        ),
     ] = None,
+    severity: Annotated[
+        str | None, typer.Option("--severity", help="Only entries at least this severe, e.g. WARNING.")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only entries from this time: RFC 3339, or a duration back (10m, 2h)."),
+    ] = None,
+    tail: Annotated[int | None, typer.Option("--tail", min=1, help="Start with the last N entries.")] = None,
     follow: Annotated[
         bool, typer.Option("--follow/--no-follow", help="Keep streaming until the job ends.")
+    ] = True,
+    timestamps: Annotated[
+        bool, typer.Option("--timestamps/--no-timestamps", help="Start each line with its time and severity.")
     ] = True,
     *,
     opts: Options,
 ) -> None:
-    """Print a job's logs, each line prefixed with its task (workerpool0-0...), until the job ends."""
+    """Print a job's log in time order across its replicas, each line with its time, severity and task
+    (workerpool0-0..., service for the platform's messages), until the job ends."""
     name = opts.name(CUSTOM_JOBS, custom_job)
     with opts.client(CustomJobsClient) as client:
-        for entry in client.stream_logs(name, task=task, follow=follow):
-            print_log_entry(entry, opts.format)
+        entries = client.stream_logs(
+            name, task=task or None, follow=follow, severity=severity, since=since, tail=tail
+        )
+        for entry in entries:
+            print_log_entry(entry, opts.format, timestamps=timestamps)
 
 
 @command(app, options=cli.NO_FORMAT)

@@ -4,15 +4,15 @@ preempt) and the shapes of their answers (no proto describes them: TypedDicts of
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import NotRequired, cast
+from collections.abc import Iterator, Sequence
+from typing import Any, NotRequired, cast
 
 import httpx
 
 # typing's TypedDict is not one pydantic can check on Python 3.11 (the tests check the server's answers).
 from typing_extensions import TypedDict
 
-from trainworks.kernel.client import EXTENSIONS, Client, JsonObject
+from trainworks.kernel.client import EXTENSIONS, Client, JsonObject, QueryValue
 from trainworks.kernel.longrunning import Operation
 from trainworks.kinds.custom_jobs.wire import CustomJob
 
@@ -101,14 +101,26 @@ class Preempted(TypedDict):
     preempted: list[str]  # the replicas preempted
 
 
-class LogEntry(TypedDict):
-    """One line of a job's log: a replica's output (`stream`), or a service message (`time`)."""
+class LogDropped(TypedDict):
+    lines: int
+    bytes: int
 
+
+class LogEntry(TypedDict):
+    """One entry of a job's log, in time order across its replicas: a replica's line (`stream`), or a
+    platform message (task `service`). `json`: a structured line's payload; `more`: a piece of a line cut
+    for length that the next piece continues; `dropped`: what the log's retention removed."""
+
+    time: str  # RFC 3339, nanoseconds
+    insertId: str  # its place in the job's log (a cursor for `after`)
     task: str
     severity: str
     text: str
     stream: NotRequired[str]
-    time: NotRequired[str | None]
+    json: NotRequired[dict[str, Any]]
+    more: NotRequired[bool]
+    dropped: NotRequired[LogDropped]
+    trialId: NotRequired[str]
 
 
 # ------------------------------------------------------------------ the methods
@@ -146,20 +158,40 @@ class CustomJobsClient(Client):
         body = {"replica": replica} if replica else {}
         return cast(Preempted, self._verb(name, "preempt", body, api=EXTENSIONS))
 
-    def stream_logs(self, name: str, task: str | None = None, follow: bool = True) -> Iterator[LogEntry]:
-        """Log entries of a job as they come.
+    def stream_logs(
+        self,
+        name: str,
+        task: str | Sequence[str] | None = None,
+        follow: bool = True,
+        *,
+        severity: str | None = None,
+        since: str | None = None,
+        tail: int | None = None,
+        after: str | None = None,
+        contains: str | None = None,
+    ) -> Iterator[LogEntry]:
+        """A job's log entries in time order, as they come: only `task` (one or several; `service` messages
+        come too), at least `severity`, from `since` (RFC 3339 or a duration such as 10m), the last `tail`,
+        after the entry `after` (an insertId), with `contains` in their text.
 
         With `follow`, the stream stays open until the job ends, so there is no read timeout.
         """
-        params: dict[str, str] = {"follow": "true" if follow else "false"}
-        if task:
-            params["task"] = task
+        tasks = [task] if isinstance(task, str) else list(task or [])
+        params: dict[str, QueryValue] = {
+            "follow": "true" if follow else "false",
+            "task": ",".join(tasks) or None,
+            "severity": severity,
+            "since": since,
+            "tail": tail,
+            "after": after,
+            "q": contains,
+        }
         timeout = httpx.Timeout(self.timeout, read=None) if follow else httpx.Timeout(self.timeout)
         for line in self._lines(self._url(name, "/logs", EXTENSIONS), params, timeout):
             try:
                 entry = json.loads(line)
             except ValueError:
-                entry = {"task": "", "severity": "DEFAULT", "text": line}
+                entry = {"time": "", "insertId": "", "task": "", "severity": "DEFAULT", "text": line}
             if isinstance(entry, dict):
                 yield cast(LogEntry, entry)
 
@@ -170,6 +202,7 @@ __all__ = [
     "CustomJobsClient",
     "JobCost",
     "JobStatus",
+    "LogDropped",
     "LogEntry",
     "Preempted",
     "ReplicaStatus",

@@ -41,6 +41,7 @@ from trainworks.backends.base import (
     ProcessHandle,
     ReplicaStatus,
 )
+from trainworks.backends.capture import tail_text
 from trainworks.backends.commands import TaskError
 from trainworks.backends.gpus import devices_of
 from trainworks.backends.memory_limits import OUT_OF_MEMORY
@@ -99,18 +100,6 @@ _PlanKey = tuple[Inventory, frozenset[tuple[int, str | None]], frozenset[int]]
 
 def _same_key(a: _PlanKey, b: _PlanKey) -> bool:
     return a[0] is b[0] and a[1] == b[1] and a[2] == b[2]
-
-
-def _tail(path: Path, lines: int = 20, max_bytes: int = 8192) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - max_bytes))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def _handle(replica: ReplicaRow) -> ProcessHandle | None:
@@ -527,7 +516,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         task = replica_task(replica)
         reason = detail or "Error"
         message = f"The replica {task} exited with a non-zero status of {code}. Termination reason: {reason}."
-        tail = _tail(Path(replica.run_dir) / "stderr.log")
+        tail = tail_text(replica.run_dir, "stderr")
         if tail:
             message += f"\n{tail}"
         if detail == OUT_OF_MEMORY:  # the OOM killer ended it (backends/memory_limits.py)

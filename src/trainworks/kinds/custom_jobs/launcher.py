@@ -23,6 +23,7 @@ from trainworks.backends.base import (
     PlacementRequest,
     ProcessHandle,
 )
+from trainworks.backends.capture import write_limits
 from trainworks.backends.commands import TaskError, host_argv, podman_argv, pool_env
 from trainworks.backends.gpus import accelerators_per_replica, detect_gpus, pick, record_devices
 from trainworks.backends.host_python import HostPython, pip_settings
@@ -199,6 +200,16 @@ class ReplicaLauncher:
             region=job.location,
         )
 
+    def log_limit(self, job: CustomJobRow) -> int:
+        """The bytes of log each replica of `job` keeps (0: all): --log-limit-replica, and a share of
+        --log-limit-job."""
+        limits = [self.settings.log_limit_replica_bytes] if self.settings.log_limit_replica_bytes else []
+        if self.settings.log_limit_job_bytes:
+            pools = job.spec["jobSpec"]["workerPoolSpecs"]
+            replicas = sum(int(pool.get("replicaCount", 0) or 0) for pool in pools) or 1
+            limits.append(max(self.settings.log_limit_job_bytes // replicas, 1))
+        return min(limits, default=0)
+
     def launch(
         self,
         job: CustomJobRow,
@@ -211,6 +222,7 @@ class ReplicaLauncher:
         slot = ReplicaSlot(replica.pool, replica.replica_index, replica.host, replica.port)
         task = replica_task(replica)
         job_dir = Path(replica.run_dir).parent
+        write_limits(replica.run_dir, self.log_limit(job))
         extra = {
             **storage_env(self.settings),
             **self.gpu_environment(job_dir, replica, pool, busy_gpus or set()),
@@ -285,6 +297,7 @@ class ReplicaLauncher:
         for replica in replicas:
             pool: dict[str, Any] = job.spec["jobSpec"]["workerPoolSpecs"][replica.pool]
             python = pythons.get(replica.pool)
+            write_limits(replica.run_dir, self.log_limit(job))
             if self.podman is not None and "pythonPackageSpec" in pool:
                 # Under podman, prepare() staged the package files for an image, not an environment.
                 raise TaskError(

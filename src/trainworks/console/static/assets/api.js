@@ -131,8 +131,9 @@ export function query(params) {
   return text ? `?${text}` : "";
 }
 
-/** Reads an NDJSON stream (the logs extension), calling onEntry per line until it ends or is aborted. */
-export async function streamNdjson(path, onEntry, signal) {
+/** Reads an NDJSON stream (the logs extension) as it comes, calling onLines with each chunk's complete lines
+ * (parsed), until it ends or `signal` aborts it. */
+export async function streamNdjson(path, onLines, signal) {
   const response = await fetch(path, { headers: headers({ Accept: "application/x-ndjson" }), signal });
   if (!response.ok) throw await errorOf(response);
   const reader = response.body.getReader();
@@ -142,9 +143,11 @@ export async function streamNdjson(path, onEntry, signal) {
     const { value, done } = await reader.read();
     if (done) break;
     pending += decoder.decode(value, { stream: true });
-    const lines = pending.split("\n");
-    pending = lines.pop();
-    for (const line of lines) if (line.trim()) onEntry(JSON.parse(line));
+    const cut = pending.lastIndexOf("\n");
+    if (cut < 0) continue;
+    const text = pending.slice(0, cut);
+    pending = pending.slice(cut + 1);
+    onLines(text.split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line)));
   }
-  if (pending.trim()) onEntry(JSON.parse(pending));
+  if (pending.trim()) onLines([JSON.parse(pending)]);
 }

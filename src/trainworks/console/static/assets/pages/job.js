@@ -1,14 +1,13 @@
 // One custom job: summary, actions (cancel, delete, preempt), why it is pending, its error, replicas with
-// restarts and exit codes (the status extension), the state timeline, the spec, and live-tailing logs per
-// replica (the logs extension, followed).
+// restarts and exit codes (the status extension), the state timeline, the spec, and its logs (the logs
+// extension: paged, filtered, followed) in a windowed viewer.
 
-import { del, get, parent, post, query, scope, streamNdjson } from "../api.js";
+import { del, get, parent, post, query, scope, token } from "../api.js";
+import { LogView } from "../logview.js";
 import {
   actionButton, badge, clear, duration, facts, h, isTerminal, json, parseTime, runTime, statusError, table,
   usd, when,
 } from "../ui.js";
-
-const MAX_LOG_LINES = 5000;
 
 /** Created, started, each restart (status.restarts), ended: in time order. */
 export function timeline(job, status) {
@@ -85,60 +84,96 @@ function tensorboardSection(info, jobId) {
   );
 }
 
-/** The logs panel: a replica picker and a followed NDJSON stream; switching replicas restarts the stream. */
+const SEVERITIES = ["DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL"];
+
+/** The logs panel: filters (replica, minimum severity, text: the endpoint's own), follow, jumps to either
+ * end, downloads of the whole log, and the windowed view of the lines (logview.js). */
 function logsPanel(base, ctx) {
   const select = h("select", { id: "log-task", name: "task" }, h("option", { value: "" }, "All replicas"));
-  const follow = h("input", { id: "log-follow", type: "checkbox", checked: true });
-  const output = h("pre.logs", { id: "logs", role: "log", "aria-live": "off", tabindex: "0", "aria-label": "Job logs" });
+  const severity = h("select", { id: "log-severity", name: "severity" },
+    h("option", { value: "" }, "Any"), SEVERITIES.map((s) => h("option", { value: s }, s)));
+  const search = h("input", { id: "log-search", type: "search", name: "q", placeholder: "text in the line", autocomplete: "off" });
+  const follow = h("input", { id: "log-follow", type: "checkbox" });
   const state = h("p.muted", { id: "log-state", role: "status" });
-  let controller = null;
-  let lines = 0;
+  const loaded = h("span.muted", { id: "log-loaded" });
+  let said = null;
+  const view = new LogView(base, {
+    onState: (text, count) => {
+      if (text !== said) state.textContent = said = text;  // a live region: only when the activity changes
+      loaded.textContent = `${count.toLocaleString("en-US")} lines loaded`;
+    },
+  });
+  ctx.onCleanup(() => view.close());
 
-  async function open() {
-    controller?.abort();
-    controller = new AbortController();
-    const mine = controller;
-    output.replaceChildren();
-    lines = 0;
-    state.textContent = follow.checked ? "Following…" : "Loading…";
-    const path = `${base}/logs${query({ task: select.value, follow: follow.checked ? "true" : "" })}`;
-    try {
-      await streamNdjson(
-        path,
-        (entry) => {
-          const atBottom = output.scrollTop + output.clientHeight >= output.scrollHeight - 4;
-          const line = h(`span.log-line${entry.severity === "ERROR" ? ".err" : ""}`, { "data-task": entry.task },
-            `[${entry.task}] ${entry.text}\n`);
-          output.append(line);
-          if (++lines > MAX_LOG_LINES) output.firstChild.remove();
-          if (atBottom) output.scrollTop = output.scrollHeight;
-        },
-        mine.signal,
-      );
-      if (controller === mine) state.textContent = "End of logs.";
-    } catch (error) {
-      if (error.name !== "AbortError" && controller === mine) state.textContent = `Logs failed: ${error.message}`;
-    }
-  }
+  const download = (format) => {
+    const link = h("a", { id: format ? "log-download-text" : "log-download", download: "" },
+      format ? "Download (text)" : "Download (NDJSON)");
+    const href = () => `${base}/logs${query({ download: "true", format })}`;
+    link.href = href();
+    // The link carries the API token only when followed: it is not left in the page.
+    link.addEventListener("click", () => {
+      link.href = token() ? `${href()}&key=${encodeURIComponent(token())}` : href();
+      setTimeout(() => { link.href = href(); }, 0);
+    });
+    return link;
+  };
 
-  select.addEventListener("change", open);
-  follow.addEventListener("change", open);
-  ctx.onCleanup(() => controller?.abort());
+  let typing = null;
+  const filters = () => ({ task: select.value, severity: severity.value, q: search.value.trim() });
+  select.addEventListener("change", () => view.setFilters(filters()));
+  severity.addEventListener("change", () => view.setFilters(filters()));
+  search.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => view.setFilters(filters()), 300);
+  });
+  search.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter") return;
+    clearTimeout(typing);
+    view.setFilters(filters());
+  });
+  ctx.onCleanup(() => clearTimeout(typing));
+  follow.addEventListener("change", () => view.setFollow(follow.checked));
+  const top = h("button", { type: "button", id: "log-top" }, "Start");
+  const end = h("button", { type: "button", id: "log-end" }, "End");
+  top.addEventListener("click", () => {
+    follow.checked = false;
+    view.setFollow(false);
+    view.jumpTop();
+  });
+  end.addEventListener("click", () => view.jumpEnd());
 
   const panel = h(
     "section",
-    { "aria-labelledby": "logs-title" },
+    { id: "logs-panel", "aria-labelledby": "logs-title" },
     h("h2", { id: "logs-title" }, "Logs"),
-    h("div.filters", {}, h("label", {}, "Replica ", select), h("label", {}, follow, " Follow")),
-    state,
-    output,
+    h("div.filters", {},
+      h("label", {}, "Replica ", select),
+      h("label", {}, "Severity at least ", severity),
+      h("label", {}, "Search ", search),
+      h("label", {}, follow, " Follow"),
+      h("span.actions", {}, top, end),
+      h("span.actions", {}, download(""), download("text")),
+    ),
+    h("div.log-status", {}, state, loaded),
+    view.element,
+    h("p.muted.hint", {}, "Times are UTC. In the log: arrows and Page Up/Down scroll, Home and End go to its start and end."),
   );
 
   function setTasks(tasks) {
     const known = new Set([...select.options].map((o) => o.value));
     for (const task of tasks) if (!known.has(task)) select.append(h("option", { value: task }, task));
   }
-  return { panel, open, setTasks };
+
+  /** The first view: a running job's end, followed; an ended job's start. */
+  function open(jobState) {
+    const ended = isTerminal(jobState);
+    view.setEnded(ended);
+    follow.checked = !ended;
+    view.follow = !ended;
+    view.start();
+  }
+
+  return { panel, open, setTasks, setEnded: (jobState) => view.setEnded(isTerminal(jobState)) };
 }
 
 export async function render(main, [jobId], ctx) {
@@ -179,7 +214,9 @@ export async function render(main, [jobId], ctx) {
     page.dataset.ready = "true";
     if (!logsOpen) {
       logsOpen = true;
-      logs.open();
+      logs.open(job.state);
+    } else {
+      logs.setEnded(job.state);
     }
   }
 
