@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.support.jobs import job, python_pool
-from tests.support.server import ServerProcess, wait_for, wait_job
+from tests.support.server import ServerProcess, inventory_server, wait_for, wait_job
 from trainworks.client import ApiError, TrainworksClient
 from trainworks.scheduling.admission import (
     SPECIFIC_RESERVATION,
@@ -238,14 +238,8 @@ PROJECT = "test-project"
 
 @pytest.fixture(scope="module")
 def stocked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    home = tmp_path_factory.mktemp("capacity")
-    inventory = home / "inventory.yaml"
-    inventory.write_text(INVENTORY)
-    proc = ServerProcess(home=home / "home", args=["--inventory", str(inventory)]).start()
-    try:
+    with inventory_server(tmp_path_factory.mktemp("capacity"), INVENTORY) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def capacity(client: httpx.Client, location: str, **params: Any) -> httpx.Response:

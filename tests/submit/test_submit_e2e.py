@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.server import PROJECT, ServerProcess
+from tests.support.server import PROJECT, ServerProcess, inventory_server
 from trainworks.code_staging.store import CodeStore
 from trainworks.submit.capacity import CapacityExhausted
 from trainworks.submit.config import RunConfig, load_run_config
@@ -79,14 +79,8 @@ class Recorder(LoggingEvents):
 
 @pytest.fixture(scope="module")
 def regions_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("regions")
-    inventory = root / "inventory.yaml"
-    inventory.write_text(INVENTORY)
-    proc = ServerProcess(home=root / "home", args=["--inventory", str(inventory)]).start()
-    try:
+    with inventory_server(tmp_path_factory.mktemp("regions"), INVENTORY) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def write_project(root: Path, server: ServerProcess, **overrides: Any) -> Path:

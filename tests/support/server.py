@@ -8,7 +8,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,18 @@ class ServerProcess:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30.0, **kwargs)
+
+
+@contextmanager
+def inventory_server(folder: Path, inventory: str) -> Iterator[ServerProcess]:
+    """A server with its home in `folder` whose capacity inventory is `inventory` (YAML); stopped after."""
+    path = folder / "inventory.yaml"
+    path.write_text(inventory)
+    proc = ServerProcess(home=folder / "home", args=["--inventory", str(path)]).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def wait_for(predicate: Any, timeout: float = 60.0, interval: float = 0.05, what: str = "condition") -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.server import PROJECT, ServerProcess, wait_for
+from tests.support.server import PROJECT, ServerProcess, inventory_server, wait_for
 
 CLIENTS = 50
 CREATES = 1000
@@ -55,14 +55,8 @@ def tiny_job(index: int) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    home = tmp_path_factory.mktemp("load")
-    inventory = home / "inventory.yaml"
-    inventory.write_text(INVENTORY)
-    proc = ServerProcess(home=home / "home", args=["--inventory", str(inventory)]).start()
-    try:
+    with inventory_server(tmp_path_factory.mktemp("load"), INVENTORY) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def concurrent_creates(server: ServerProcess, parent: str, count: int) -> list[Answer]:

@@ -15,7 +15,7 @@ from google.cloud import aiplatform_v1
 from google.cloud.location import locations_pb2
 from google.protobuf import json_format
 
-from tests.support.server import PROJECT, ServerProcess
+from tests.support.server import PROJECT, ServerProcess, inventory_server
 from trainworks.kinds.locations.wire import ListLocationsResponse, Location
 
 INVENTORY = """\
@@ -30,14 +30,8 @@ REGIONS = ["asia-east1", "europe-west4", "us-central1"]
 @pytest.fixture(scope="module")
 def regional(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server whose inventory names three regions and has no default region."""
-    folder = tmp_path_factory.mktemp("regional")
-    inventory = folder / "inventory.yaml"
-    inventory.write_text(INVENTORY)
-    proc = ServerProcess(home=folder / "home", args=["--inventory", str(inventory)]).start()
-    try:
+    with inventory_server(tmp_path_factory.mktemp("regional"), INVENTORY) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def client(server: ServerProcess) -> aiplatform_v1.JobServiceClient:
