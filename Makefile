@@ -66,6 +66,8 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/launch_latency.py
 	$(BIN)/python benchmarks/api_throughput.py
 	$(BIN)/python benchmarks/load.py
+	$(BIN)/python benchmarks/control_plane.py
+	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/persistent_warm_start.py
 	$(BIN)/python benchmarks/scheduling_pass.py
 	$(BIN)/python benchmarks/tuning_regret.py

@@ -222,3 +222,64 @@ def table(rows: list[tuple[str, dict[str, float], str, dict[str, float]]], size:
     ]
     headers = ["measured", "trials", "median", "p90", "against", "median", "p90", "ratio (median)"]
     return markdown_table(headers, lines)
+
+
+# ------------------------------------------------------------------ a local Slurm (scripts/slurm-local.sh)
+SLURM_LOCAL = Path(__file__).resolve().parents[1] / "scripts" / "slurm-local.sh"
+SLURM_PROGRAMS = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scancel", "scontrol")
+
+
+def slurm_missing() -> list[str]:
+    """The Slurm programs a local cluster needs that are not on PATH (empty: Slurm is installed)."""
+    return [program for program in SLURM_PROGRAMS if not shutil.which(program)]
+
+
+class SlurmLocal:
+    """A cluster of scripts/slurm-local.sh in `base` on a free port block; `down` stops its daemons by PID.
+
+    `base` should be short and searchable by all (munged wants that of its socket's parents)."""
+
+    def __init__(self, base: Path, nodes: int = 4, cpus: int = 2, first_port: int = 27000) -> None:
+        self.base = base
+        self.nodes = nodes
+        self.cpus = cpus
+        self.first_port = first_port
+        self.port = 0
+
+    @property
+    def conf(self) -> Path:
+        return self.base / "etc" / "slurm.conf"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment for Slurm's clients (sbatch, squeue...) to talk to this cluster."""
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def slurmctld_pid(self) -> int:
+        return int((self.base / "run" / "slurmctld.pid").read_text().strip())
+
+    def _script(self, action: str, timeout: float) -> None:
+        env = {
+            **os.environ,
+            "SLURM_LOCAL_DIR": str(self.base),
+            "SLURM_LOCAL_PORT": str(self.port),
+            "SLURM_LOCAL_NODES": str(self.nodes),
+            "SLURM_LOCAL_CPUS": str(self.cpus),
+        }
+        done = subprocess.run(
+            ["bash", str(SLURM_LOCAL), action], env=env, capture_output=True, text=True, timeout=timeout
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"slurm-local.sh {action} failed:\n{done.stdout}\n{done.stderr[-2000:]}")
+
+    def up(self) -> SlurmLocal:
+        from trainworks.ports import free_block  # only the Slurm benchmarks need it
+
+        self.port = free_block("127.0.0.1", self.first_port, 100, self.nodes + 1, set())
+        self._script("up", timeout=120)
+        return self
+
+    def down(self) -> None:
+        """Cancels every job, then stops each daemon `up` started, by the PID in its pid file."""
+        if self.port and self.base.exists():
+            self._script("down", timeout=600)

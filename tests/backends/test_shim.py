@@ -22,7 +22,7 @@ import pytest
 from tests.support.processes import group_members
 from tests.support.server import wait_for
 from trainworks.backends import sandbox
-from trainworks.backends.capture import read_output
+from trainworks.backends.capture import LOGGER_NAME, read_output
 from trainworks.backends.local import SHIM
 
 SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
@@ -72,6 +72,17 @@ class Replica:
         """The supervisor's process group: the supervisor, the sandbox's init if any, the command."""
         return group_members(self.process.pid)
 
+    def watchers(self, command: int) -> list[int]:
+        """The processes that note a stop (shim.StopWatch): the supervisor and the sandbox's init if any. Not
+        the command, nor the logger: it ignores stop signals (and, forked while the supervisor holds them,
+        keeps them pending, never taking them)."""
+        logger = LOGGER_NAME.encode()
+        return [
+            p
+            for p in self.members()
+            if p != command and Path(f"/proc/{p}/comm").read_bytes().strip() != logger
+        ]
+
     def command(self) -> int:
         """The command's host PID: the group's member that runs COMMAND (the supervisor and the init, forked
         from it, are the shim)."""
@@ -106,9 +117,11 @@ def took_sigterm(pid: int) -> bool:
 
 def test_a_command_that_exited_before_the_stop_was_not_interrupted(replica: Replica) -> None:
     command = replica.command()
-    watchers = [pid for pid in replica.members() if pid != command]
+    watchers = replica.watchers(command)
     for pid in watchers:  # the supervisor (and init) see nothing until the command has ended
         os.kill(pid, signal.SIGSTOP)
+    for pid in watchers:  # stopped, not only told to stop: one still running could reap the command
+        wait_for(lambda pid=pid: state(pid) == "T", what=f"process {pid} to stop")
     os.kill(command, signal.SIGUSR1)
     wait_for(lambda: state(command) == "Z", what="the command to end")
     os.killpg(replica.process.pid, signal.SIGTERM)  # the stop comes after the end
@@ -119,7 +132,7 @@ def test_a_command_that_exited_before_the_stop_was_not_interrupted(replica: Repl
 
 def test_a_command_that_caught_the_stop_and_exited_0_was_interrupted(replica: Replica) -> None:
     command = replica.command()
-    watchers = [pid for pid in replica.members() if pid != command]
+    watchers = replica.watchers(command)
     os.kill(command, signal.SIGSTOP)  # it cannot end before the supervisor (and init) took the stop
     wait_for(lambda: state(command) == "T", what="the command to stop")
     os.killpg(replica.process.pid, signal.SIGTERM)

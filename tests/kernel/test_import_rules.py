@@ -48,7 +48,7 @@ PUBLIC_KIND_MODULES = frozenset({"wire", "validation", "rules", "service", "clie
 KERNEL_STORE_MODULES = frozenset(
     {"trainworks.store.database", "trainworks.store.crash_points", "trainworks.store.types"}
 )
-KERNEL_TABLES = frozenset({"Base", "OperationRow", "ProjectRow"})
+KERNEL_TABLES = frozenset({"Base", "ChangeRow", "OperationRow", "ProjectRow"})
 PURE_PACKAGES = ("storage", "contract", "scheduling", "tuning", "runtime")
 HTTP_LIBRARIES = ("fastapi", "starlette", "uvicorn")
 # database_unavailable only classifies an exception (the 503 of a database outage): it reads nothing.

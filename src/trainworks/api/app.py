@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from trainworks import __version__
 from trainworks.api import limits, openapi, rpc_guard
-from trainworks.api.auth import auth_middleware
+from trainworks.api.auth import AuthMiddleware
 from trainworks.api.errors import error_body, install_error_handlers, unexpected_error
 from trainworks.api.state import required
 from trainworks.capacity.routes import router as capacity_router
@@ -69,7 +69,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     )
     # Innermost middleware (added first): its body-limit errors reach the routes' handlers unwrapped.
     limits.install(app, settings.max_request_bytes, settings.max_object_bytes)
-    app.middleware("http")(auth_middleware())
+    app.add_middleware(AuthMiddleware)
     # Outside the auth middleware: its token look-ups fail with the database too, and get the same 503.
     install_error_handlers(app)
     # Each kind declares its collection (its standard methods and verbs) in its routes.py.

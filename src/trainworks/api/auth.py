@@ -27,15 +27,14 @@ import hmac
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from trainworks.api.errors import error_body
 from trainworks.api.peer_identity import Caller, PeerIdentity, Replica, peer_identity_for
@@ -270,13 +269,22 @@ def _needs_check(conn: HTTPConnection, path: str) -> bool:
     return auth.enabled() or (auth.peers is not None and peer_applies(path))
 
 
-def auth_middleware() -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
-    async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        path = request.scope["path"]
-        if _needs_check(request, path):
-            error = await run_in_threadpool(refusal, request)
-            if error is not None:
-                return refusal_response(path, error)
-        return await call_next(request)
+class AuthMiddleware:
+    """Refuses a request its credentials do not allow (403, `refusal_response`) before any route runs.
 
-    return middleware
+    Pure ASGI: Starlette's BaseHTTPMiddleware runs every request through a task group and memory streams.
+    WebSockets pass: the shell route runs `refusal` itself."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            conn = HTTPConnection(scope, receive)
+            if _needs_check(conn, path):
+                error = await run_in_threadpool(refusal, conn)
+                if error is not None:
+                    await refusal_response(path, error)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

@@ -4,13 +4,13 @@ Storage's own error form for the storage API)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trainworks.kernel.errors import ApiError
 from trainworks.kernel.status import Code
@@ -110,9 +110,39 @@ def install_error_handlers(app: FastAPI) -> None:
 
     # A middleware rather than an exception handler: Starlette re-raises after handlers for Exception,
     # which makes the server drop the client's keep-alive connection.
-    @app.middleware("http")
-    async def _unexpected(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    app.add_middleware(UnexpectedErrors)
+
+
+class UnexpectedErrors:
+    """Answers any exception raised before the response started with `unexpected_error`'s google.rpc body.
+
+    Pure ASGI: Starlette's BaseHTTPMiddleware runs every request through a task group and memory streams.
+    A response that fails midway is still ended (an empty last body) before the exception goes on to the
+    server, which logs it and closes the connection: as it was under BaseHTTPMiddleware."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = ended = False
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started, ended
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                ended = True
+            await send(message)
+
         try:
-            return await call_next(request)
+            await self.app(scope, receive, watched_send)
         except Exception as exc:
-            return error_response(unexpected_error(exc))
+            if not started:
+                await error_response(unexpected_error(exc))(scope, receive, send)
+                return
+            if not ended:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            raise

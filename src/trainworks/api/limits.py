@@ -85,8 +85,8 @@ def _int_header(headers: dict[str, str], name: str) -> int | None:
 
 
 class RequestLimits:
-    """The ASGI middleware. Add it innermost (first): an error raised from an outer middleware's receive
-    reaches the route wrapped in an ExceptionGroup (BaseHTTPMiddleware reads it in a task group)."""
+    """The ASGI middleware. Add it innermost (first): the routes read the body through it, and only their
+    own exception handlers lie between its `_TooLarge` and the `except` that answers it."""
 
     def __init__(self, app: ASGIApp, max_request_bytes: int, max_object_bytes: int) -> None:
         self.app = app

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainworks.backends import capture, procfs, sandbox
+from trainworks.backends import capture, procfs, sandbox, shim
 from trainworks.backends.base import (
     Capability,
     LaunchError,
@@ -292,6 +292,10 @@ class LocalBackend:
         }
         (request.run_dir / "launch.json").write_text(json.dumps(spec))
         setup = "-" if plan is not None else str(request.gcs_root or "")
+        # The supervisor starts with the stop signals blocked (it unblocks them once it can act on them,
+        # backends/shim.py): a cancel that lands while its interpreter starts up waits, it does not kill it
+        # before it could write an exit record.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, shim.STOPS)
         try:
             process = subprocess.Popen(
                 [
@@ -313,6 +317,8 @@ class LocalBackend:
             )
         except OSError as exc:
             raise LaunchError(f"could not start the replica supervisor: {exc}") from exc
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if plan is not None:
             assert process.stdin is not None
             with contextlib.suppress(BrokenPipeError):  # a supervisor that died at once: the poll reports it

@@ -22,7 +22,9 @@ ran: shim.StopWatch) through a pipe and exits; the kernel then kills
 whatever else still runs in the namespace. The supervisor stays outside every namespace, so the server
 tracks and signals the replica by the supervisor's host PID and process group as before (init catches
 SIGTERM/SIGINT/SIGHUP only to note whether they came while the command ran; the command gets them through
-the process group; SIGKILL ends everything).
+the process group; SIGKILL ends everything). Until the command runs they are held: the supervisor passes
+those that came before the init existed on to it, the init those that came before the command existed on
+to the command (StopWatch.fork).
 
 Stdlib only: the supervisor loads this file by path, and it is on every replica's start path.
 """
@@ -37,6 +39,8 @@ TYPE_CHECKING = False  # typing itself is not imported: this module is on every 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
+
+    from trainworks.backends.shim import StopWatch
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -75,9 +79,6 @@ _GPU_DEVICE_PREFIXES = ("nvidia",)
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 # Mounts the read-only pass leaves alone: rebuilt by the sandbox itself, or about to be replaced.
 _OWN_TREES = ("/proc", "/dev", "/sys/fs/cgroup")
-# Stop signals: the command gets them straight from the server (they go to the process group); the init
-# survives them.
-_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # A replica's own temporary folders (plan "tmp"): the folder under its tmp root, and where it is bound.
 PRIVATE_TMP = (("tmp", "/tmp"), ("var-tmp", "/var/tmp"))
 
@@ -499,9 +500,9 @@ def _join_cgroup(cgroup: dict[str, Any] | None) -> None:
         os.close(fd)
 
 
-def _start_command(start: Callable[[], None], log_fd: int, report_fd: int) -> int:
+def _start_command(start: Callable[[], None], log_fd: int, report_fd: int, stops: StopWatch) -> int:
     """Fork the command; `start` never returns (it execs, or runs the training code and exits)."""
-    child = os.fork()
+    child = stops.fork()
     if child == 0:
         try:
             os.close(report_fd)
@@ -513,11 +514,12 @@ def _start_command(start: Callable[[], None], log_fd: int, report_fd: int) -> in
 
 
 def _init(
-    plan: dict[str, Any], start: Callable[[], None], log_fd: int, report_fd: int, stops: Any = None
+    plan: dict[str, Any], start: Callable[[], None], log_fd: int, report_fd: int, stops: StopWatch
 ) -> None:
     """PID 1 of the replica's namespace: set the sandbox up, start the command, report how it ended (its wait
-    status, and whether a stop signal came while it ran: `stops`, shim.StopWatch). Stop signals are caught,
-    never left at their default: for PID 1 that would ignore them, and the command gets them anyway."""
+    status, and whether a stop signal came while it ran: `stops`, shim.StopWatch). Stop signals are held
+    until the command exists, then caught, never left at their default: for PID 1 that would ignore them,
+    and the command gets them anyway."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, what="tying the replica to its supervisor")
         _join_cgroup(plan.get("cgroup"))
@@ -532,21 +534,15 @@ def _init(
     except BaseException as exc:  # noqa: BLE001 - never run a replica outside the sandbox it was given
         os.write(log_fd, f"[trainworks] the replica's sandbox could not be set up: {exc}\n".encode())
         os._exit(127)
-    command = _start_command(start, log_fd, report_fd)
-    if stops is not None:  # the command is this process's child: only here is its end seen without a race
-        stops.command = command  # a stop before this (inherited from the supervisor) stays counted
-        stops.install()
-    else:
-        for signum in _FORWARDED:
-            signal.signal(signum, signal.SIG_IGN)
+    # The command is this process's child: only here is its end seen without a race.
+    command = _start_command(start, log_fd, report_fd, stops)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
             os._exit(0)
         if pid == command:
-            interrupted = int(stops.interrupted) if stops is not None else 0
-            os.write(report_fd, f"{status} {interrupted}".encode())
+            os.write(report_fd, f"{status} {int(stops.ended(status))}".encode())
             os._exit(0)
 
 
@@ -554,17 +550,18 @@ def spawn(
     plan: dict[str, Any],
     start: Callable[[], None],
     log_fd: int,
+    stops: StopWatch,
     started: Callable[[], None] | None = None,
-    stops: Any = None,
 ) -> int:
     """Start the replica under `plan` (parse_plan's dict: its "cgroup" and "sandbox" may be None) and return
-    the command's wait status. `start` runs in the command's process and must not return; `started` runs
-    in the supervisor once the replica's processes exist; `stops` (shim.StopWatch, installed) learns
-    whether a stop signal came while the command ran."""
+    the command's wait status. `start` runs in the command's process and must not return (it releases the
+    held stop signals last thing before the command runs); `started` runs in the supervisor once the
+    replica's processes exist; `stops` (shim.StopWatch, installed: the stop signals held) starts them and
+    learns whether a stop signal came while the command ran."""
     if plan.get("sandbox") is None:
         # No namespaces: the command is the supervisor's own child, as without a sandbox; it joins its
         # memory cgroup before anything else.
-        child = os.fork()
+        child = stops.fork()
         if child == 0:
             try:
                 _join_cgroup(plan.get("cgroup"))
@@ -574,21 +571,17 @@ def spawn(
                 os._exit(127)
             start()
             os._exit(127)
-        if stops is not None:
-            stops.command = child
         if started is not None:
             started()
         return _wait(child)
     unshare(CLONE_NEWPID, "unsharing the PID namespace")
     read_fd, write_fd = os.pipe()
-    init = os.fork()
+    init = stops.fork()  # stops.command: the init, until the init's own report says better
     if init == 0:
         os.close(read_fd)
         _init(plan, start, log_fd, write_fd, stops)
         os._exit(127)
     os.close(write_fd)
-    if stops is not None:
-        stops.command = init  # until the init's own report says better
     if started is not None:
         started()
     init_status = _wait(init)
@@ -598,7 +591,7 @@ def spawn(
         os.close(read_fd)
     if not reported:
         return init_status
-    if stops is not None and len(reported) > 1:
+    if len(reported) > 1:
         stops.interrupted = reported[1] == b"1"
     return int(reported[0])
 

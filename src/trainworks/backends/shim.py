@@ -5,9 +5,10 @@ empty). SETUP is "-" when the server sends the replica's plan on stdin (sandbox.
 cgroup and its sandbox), a folder to bind at /gcs in a private mount namespace (no sandbox), or empty. It
 leads the replica's process group, starts the command with its output in RUN_DIR (through sandbox.spawn
 when there is a plan), and writes the exit status to RUN_DIR/exit.json, so the status survives a server
-restart; a replica the OOM killer ended gets `oom_kill` there. It imports only built-in modules and its two
-sibling modules (no json: its records are written by hand) because its start-up is on every replica's
-start path.
+restart; a replica the OOM killer ended gets `oom_kill` there. A stop signal that comes while it sets the
+replica up and starts the command is held and reaches the command (StopWatch). It imports only built-in
+modules and its two sibling modules (no json: its records are written by hand) because its start-up is on
+every replica's start path.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 _DIR = os.path.dirname(os.path.abspath(__file__))
+#: The stop signals: the server's teardown (cancel, preemption), sent to the replica's process group.
+STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _load(name: str) -> types.ModuleType:
@@ -103,6 +106,11 @@ def read_plan(setup: str) -> dict[str, Any]:
 
 
 def main() -> None:
+    # Stop signals are held from here on (StopWatch): one that comes while the replica is set up and started
+    # still reaches the command. The server starts this process with them blocked already (backends/local.py),
+    # so one that comes while this interpreter starts up is held as well.
+    stops = StopWatch()
+    stops.install()
     run_dir, cwd, setup = sys.argv[1:4]
     argv = sys.argv[4:]
     plan = read_plan(setup)
@@ -122,18 +130,15 @@ def main() -> None:
         except OSError as exc:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
 
-    # The supervisor outlives signals sent to the group; the command gets default handlers after exec.
-    stops = StopWatch()
-    stops.install()
-
     def start() -> None:
         os.dup2(out, 1)
         os.dup2(err, 2)
         capture.close_in_child()
         if cwd:
             os.chdir(cwd)
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for signum in STOPS:
             signal.signal(signum, signal.SIG_DFL)
+        stops.release()  # a stop that came while it was being started ends it here, before it runs
         try:
             os.execvp(argv[0], argv)
         except OSError as exc:
@@ -165,50 +170,118 @@ def supervise(
     if capture is not None:
         capture.start()
     if cgroup is None and plan["sandbox"] is None:
-        child = os.fork()
+        child = stops.fork()
         if child == 0:
             try:
                 start()
             except BaseException as exc:  # noqa: BLE001 - anything here means the command never started
                 os.write(2, f"[trainworks] could not start the replica: {exc}\n".encode())
             os._exit(127)
-        stops.command = child
         if started is not None:
             started()
         status = _wait(child)
     else:
         try:
-            status = _load("sandbox").spawn(plan, start, log_fd, started, stops)
+            status = _load("sandbox").spawn(plan, start, log_fd, stops, started)
         except OSError as exc:
             os.write(log_fd, f"[trainworks] the replica could not be started: {exc}\n".encode())
+            stops.take_pending()  # a stop that came meanwhile: the start was interrupted
             status = 127 << 8
     if capture is not None:
         capture.finish()
     oom = False
     if cgroup is not None:
         oom = status != 0 and limits.ran_out_of_memory(cgroup["dir"], cgroup["version"], before, status)
-    record_status(status, run_dir, oom, stops.interrupted)
+    record_status(status, run_dir, oom, stops.ended(status))
     if cgroup is not None:
         limits.remove_dir(cgroup["dir"])
 
 
 class StopWatch:
-    """Whether a stop signal (SIGTERM, SIGINT, SIGHUP: the server's teardown, sent to the replica's process
-    group) reached the supervisor while the command still ran. An exit 0 with none before it is a run that
-    finished on its own: a preemption decided in that same instant must not restart it."""
+    """The stop signals (STOPS: the server's teardown, sent to the replica's process group) around the
+    command's start, and whether one came while the command still ran.
+
+    None is lost while the command is being started: they are held (blocked) from `install` on, so one that
+    comes early waits as pending instead of running a handler that could only note it. `fork` starts each
+    process of the replica (the command; in a sandbox, first its init) with them still held: the parent
+    takes those pending for itself (they came before the child existed, or came to both) and sends them to
+    the child, and only then lets the child go on (a pipe), so a signal the child got itself and the same
+    one sent on merge into one pending signal. The parent then takes later ones in its handler. The command
+    sets its own dispositions and calls `release` last thing before it runs: a held stop acts there, and
+    the command never runs (ended by that signal, as if it had come a moment later).
+
+    An exit 0 with no stop before it is a run that finished on its own: a preemption decided in that same
+    instant must not restart it."""
 
     def __init__(self) -> None:
         self.command: int | None = None  # the pid to look at; None: not started yet (a stop now interrupts)
-        self.interrupted = False
+        self.interrupted = False  # a stop came while the command had not ended
+        self.came = False  # a stop came at all
 
     def install(self) -> None:
-        """Catch the stop signals (the supervisor outlives them; the command gets default handlers)."""
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        """Hold the stop signals, then catch them (the supervisor outlives them). Held first: a signal caught
+        by the handler before the command exists could only be noted, not passed on."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        for signum in STOPS:
             signal.signal(signum, self._on_stop)
 
     def _on_stop(self, _signum: int, _frame: object) -> None:
+        self.came = True
         if self.command is None or _running(self.command):
             self.interrupted = True
+
+    def take_pending(self) -> list[int]:
+        """Take the held stop signals that are pending, without running the handler (one that came before
+        the command exists interrupts its run)."""
+        taken = []
+        while (info := signal.sigtimedwait(STOPS, 0)) is not None:
+            taken.append(info.si_signo)
+        if taken:
+            self.came = self.interrupted = True
+        return taken
+
+    def fork(self) -> int:
+        """os.fork for the replica's next process, with the stop signals held (see the class). In the child
+        it returns 0 once every stop that came before is pending there, still held: `release` them once its
+        own dispositions are set. In the parent it returns the child's pid, and takes stops as they come."""
+        go_r, go_w = os.pipe()
+        try:
+            child = os.fork()
+        except OSError:
+            os.close(go_r)
+            os.close(go_w)
+            raise
+        if child == 0:
+            try:
+                os.close(go_w)
+                while os.read(go_r, 1):  # end of file: the parent has sent on what it took
+                    pass
+                os.close(go_r)
+            except BaseException:  # noqa: BLE001 - the caller's code after fork() is the parent's: not here
+                os._exit(127)
+            self.command = None
+            return 0
+        os.close(go_r)
+        self.command = child
+        try:
+            for signum in self.take_pending():
+                os.kill(child, signum)
+            self.release()  # a stop pending now runs the handler while the child is sure to be alive
+        finally:
+            os.close(go_w)
+        return child
+
+    @staticmethod
+    def release() -> None:
+        """Stop holding the stop signals: a pending one acts now (its handler, or its default action)."""
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+
+    def ended(self, status: int) -> bool:
+        """Whether the command's run (`status`: its wait status) was interrupted: a stop came while it ran,
+        or a stop came and a stop signal ended it (the handler may only have run once it was reaped)."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, ())  # changes nothing; runs any handler still due
+        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) in STOPS
+        return self.interrupted or (self.came and killed)
 
 
 def _running(pid: int) -> bool:

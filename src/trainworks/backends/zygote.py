@@ -140,7 +140,14 @@ def _finalize() -> None:
             stream.flush()
 
 
-def _run_training(request: dict[str, Any], out: int, err: int, close_capture: Callable[[], None]) -> None:
+def _run_training(
+    request: dict[str, Any],
+    out: int,
+    err: int,
+    close_capture: Callable[[], None],
+    release_stops: Callable[[], None],
+) -> None:
+    """The training process (forked with the stop signals held: shim.StopWatch.fork); never returns."""
     os.dup2(out, 1)
     os.dup2(err, 2)
     close_capture()  # the log's read ends are the supervisor's
@@ -183,6 +190,9 @@ def _run_training(request: dict[str, Any], out: int, err: int, close_capture: Ca
     sys.modules["__main__"] = main
     code = 0
     try:
+        # Last thing before the code runs: a stop that came while it was being started acts now (SIGINT as
+        # the KeyboardInterrupt the code would have got, the others by their default action).
+        release_stops()
         if mode == "code":
             exec(compile(target, "<string>", "exec"), main.__dict__)
         elif mode == "module":
@@ -224,7 +234,8 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
         ("zygote", os.getppid()),
     ]
     _shim._write_record(shim_record, fields, durable=False)
-    stops = _shim.StopWatch()  # before the server may signal it (it learns the pid from the ready byte)
+    # Held and caught before the server may signal it (it learns the pid from the ready byte).
+    stops = _shim.StopWatch()
     stops.install()
     os.write(ready_fd, b"1")
     os.close(ready_fd)
@@ -240,7 +251,7 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _shim.supervise(
         plan,
-        lambda: _run_training(request, out, err, capture.close_in_child),
+        lambda: _run_training(request, out, err, capture.close_in_child, stops.release),
         run_dir,
         err,
         started=lambda: _shim._fsync(shim_record),

@@ -9,6 +9,7 @@ from sqlalchemy import CursorResult, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from trainworks.jobs.enums import JobState
+from trainworks.kernel.changes import record_in
 from trainworks.kernel.operation_store import EMPTY_RESPONSE, finish_in
 from trainworks.kernel.rows import NewestFirstRows
 from trainworks.kernel.wire import now_utc
@@ -23,16 +24,34 @@ ACTIVE_STATES = (
 )
 
 R = TypeVar("R")
+_IN_CHUNK = 500  # ids per IN (...) query
 
 
 class JobRows(NewestFirstRows[R]):
     """Rows of one job table (`row`: a mapped class with id, project_number, location, state, create_time,
-    update_time and delete_operation_id). Every state change is a compare-and-set on the row's state."""
+    update_time and delete_operation_id). Every state change is a compare-and-set on the row's state, and
+    every write records the job in the change feed (kernel/changes.py) in its own transaction."""
+
+    @property
+    def kind(self) -> str:
+        """The change feed's name for this table's rows."""
+        return str(self.row.__tablename__)
 
     def insert(self, row: R) -> R:
         with self.db.session() as session:
             session.add(row)
+            record_in(session, self.kind, [row.id])  # type: ignore[attr-defined]
         return row
+
+    def changed(self, job_ids: Iterable[int]) -> list[R]:
+        """The jobs among `job_ids` that still exist (those the change feed named)."""
+        table = self.row
+        ids = list(job_ids)
+        found: list[R] = []
+        with self.db.session() as session:
+            for i in range(0, len(ids), _IN_CHUNK):
+                found.extend(session.scalars(select(table).where(table.id.in_(ids[i : i + _IN_CHUNK]))))
+        return found
 
     def get(self, job_id: int, project_number: str | None = None, location: str | None = None) -> R | None:
         """The job, or None when it does not exist or lies in another project or location."""
@@ -48,9 +67,7 @@ class JobRows(NewestFirstRows[R]):
 
     def by_label(self, key: str, value: str) -> list[R]:
         """Jobs carrying the label key=value (those a tuning job or a pipeline created)."""
-        table = self.row
-        with self.db.session() as session:
-            return list(session.scalars(select(table).where(table.labels[key].as_string() == value)))
+        return self.carrying(key, value)
 
     def active(self) -> list[R]:
         """Jobs not finished yet, and finished ones being deleted, oldest first."""
@@ -81,7 +98,10 @@ class JobRows(NewestFirstRows[R]):
                 .where(table.id == job_id, table.state.in_([int(s) for s in from_states]))
                 .values(**values)
             )
-            return bool(cast(CursorResult[Any], result).rowcount)
+            if not cast(CursorResult[Any], result).rowcount:
+                return False
+            record_in(session, self.kind, [job_id])
+            return True
 
     def record_delete(self, job_id: int, previous: int | None, operation: OperationRow) -> bool:
         """Store a delete request's operation and link it to the job in one transaction, if the job's delete
@@ -98,6 +118,7 @@ class JobRows(NewestFirstRows[R]):
             if not cast(CursorResult[Any], result).rowcount:
                 return False
             session.add(operation)
+            record_in(session, self.kind, [job_id])
             crash_point("delete-recording")
         return True
 
@@ -107,6 +128,7 @@ class JobRows(NewestFirstRows[R]):
         with self.db.session() as session:
             self._remove_owned_in(session, job_id)
             session.execute(delete(self.row).where(self.row.id == job_id))
+            record_in(session, self.kind, [job_id])
             self.finish_delete_in(session, finish_operation)
 
     def _remove_owned_in(self, session: Session, job_id: int) -> None:
@@ -123,3 +145,4 @@ class JobRows(NewestFirstRows[R]):
     def set_fields(self, job_id: int, **values: Any) -> None:
         with self.db.session() as session:
             session.execute(update(self.row).where(self.row.id == job_id).values(**values))
+            record_in(session, self.kind, [job_id])

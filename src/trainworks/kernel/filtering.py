@@ -28,8 +28,11 @@ from typing import Any, TypeAlias
 
 from sqlalchemy import SQLColumnExpression, and_, false, not_, or_, true
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import operators
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BooleanClauseList, ColumnElement
+from sqlalchemy.sql.operators import OperatorType
+from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import Boolean
 
 __all__ = [
@@ -37,12 +40,14 @@ __all__ = [
     "Comparison",
     "FilterColumns",
     "FilterError",
+    "LabelEquals",
     "Node",
     "Not",
     "Or",
     "Value",
     "compile_filter",
     "parse_filter",
+    "required_label",
 ]
 
 
@@ -446,6 +451,45 @@ def _glob_as_sqlite_glob(element: _GlobMatch, compiler: SQLCompiler, **kw: Any) 
     return compiler.process(element.column.op("GLOB", is_comparison=True)(pattern), **kw)
 
 
+class LabelEquals(ColumnElement[bool]):
+    """``labels.KEY = VALUE``: `condition` is its SQL; the pair is kept too, so that a list whose filter
+    requires it can seek an index of label rows instead of reading every row (``required_label``)."""
+
+    inherit_cache = True  # the cache key is condition's (its bound values are parameters, as anywhere)
+    _traverse_internals = [("condition", InternalTraversal.dp_clauseelement)]
+    _is_implicitly_boolean = True  # a condition already: never compared with 1 where booleans are integers
+    type = Boolean()
+
+    def __init__(self, condition: ColumnElement[bool], key: str, value: str) -> None:
+        self.condition = condition
+        self.key_value = (key, value)  # (`key` and `label` are ColumnElement's own)
+
+    def self_group(self, against: OperatorType | None = None) -> ColumnElement[bool]:
+        return self  # compiled in parentheses already; kept whole so required_label finds it
+
+    def _negate(self) -> ColumnElement[bool]:
+        return not_(self.condition)
+
+
+@compiles(LabelEquals)
+def _label_equals(element: LabelEquals, compiler: SQLCompiler, **kw: Any) -> str:
+    # Parenthesized: the condition is itself an AND, whatever surrounds it.
+    return "(" + compiler.process(element.condition, **kw) + ")"
+
+
+def required_label(where: ColumnElement[bool] | None) -> tuple[str, str] | None:
+    """A (key, value) that every row passing `where` carries as a label: a ``labels.KEY=VALUE`` among its
+    top-level AND terms (never one under OR or NOT); None when there is none."""
+    if isinstance(where, LabelEquals):
+        return where.key_value
+    if isinstance(where, BooleanClauseList) and where.operator is operators.and_:
+        for term in where.clauses:
+            found = required_label(term)
+            if found is not None:
+                return found
+    return None
+
+
 def _glob(column: SQLColumnExpression[str], glob: str, nullable: bool) -> ColumnElement[bool]:
     if "*" not in glob:
         return _compare(column, "=", glob, nullable)
@@ -550,9 +594,12 @@ class _Compiler:
         if node.op == ":" and node.value.text == "*":
             return self.label_exists(key, node.position)
         extracted = self.label(key, node.position)
+        value = node.value.text
+        if node.op == "=" or (node.op == ":" and "*" not in value):  # ':' without a wildcard is '='
+            return LabelEquals(_compare(extracted, "=", value, True), key, value)
         if node.op == ":":
-            return _glob(extracted, node.value.text, True)
-        return _compare(extracted, node.op, node.value.text, True)
+            return _glob(extracted, value, True)
+        return _compare(extracted, node.op, value, True)
 
     def label(self, key: str, position: int) -> ColumnElement[str]:
         if '"' in key:

@@ -49,6 +49,10 @@ class ReconcileLoop:
         """One pass; True while something is in motion."""
         raise NotImplementedError
 
+    def next_wait(self, busy: bool) -> float:
+        """How long to sleep after a pass that went through, unless woken."""
+        return BUSY_INTERVAL if busy else self.resync_seconds
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
@@ -68,6 +72,7 @@ class ReconcileLoop:
             self.wake_event.clear()
             try:
                 busy = self.reconcile_once()
+                wait = self.next_wait(busy)
                 if database_down:
                     log.info("%s: the database answers again; reconciling resumes", self.name)
                     database_down = False
@@ -84,5 +89,5 @@ class ReconcileLoop:
                         self.resync_seconds,
                     )
                     database_down = True
-                busy = False
-            self.wake_event.wait(BUSY_INTERVAL if busy else self.resync_seconds)
+                wait = self.resync_seconds
+            self.wake_event.wait(wait)

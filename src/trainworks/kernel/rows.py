@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, TypeVarTuple
 
-from sqlalchemy import ColumnElement, Select, and_, or_, select
+from sqlalchemy import ColumnElement, Select, select, tuple_
 
+from trainworks.kernel.filtering import required_label
 from trainworks.store.database import Database
 
 Ts = TypeVarTuple("Ts")
@@ -39,15 +40,39 @@ def in_location(
 
 
 def newest_first(
-    query: Select[*Ts], table: Any, after: tuple[datetime, int] | None, limit: int
+    query: Select[*Ts], key: tuple[Any, Any], after: tuple[datetime, int] | None, limit: int
 ) -> Select[*Ts]:
-    """A page newest first; `after` is the (create_time, id) of the last row of the previous page."""
+    """A page newest first by `key`, the (create_time, id) columns; `after` is the key of the last row of the
+    previous page. The row value comparison seeks an index on (..., create_time, id) past `after` on SQLite
+    and PostgreSQL alike, where `a < x OR (a = x AND b < y)` would scan it from the top."""
+    created, row_id = key
     if after is not None:
-        created, row_id = after
-        query = query.where(
-            or_(table.create_time < created, and_(table.create_time == created, table.id < row_id))
+        query = query.where(tuple_(created, row_id) < tuple_(*after))
+    return query.order_by(created.desc(), row_id.desc()).limit(limit)
+
+
+def labelled_in_location(
+    table: Any,
+    labels: Any,
+    project_number: str,
+    location: str,
+    label: tuple[str, str],
+    where: ColumnElement[bool] | None,
+) -> Select[Any]:
+    """The rows of `table` in one project and location that carry `label` (key, value) and pass `where`, found
+    through `labels`, their label rows (job_id, key, value, project_number, location, create_time)."""
+    key, value = label
+    query = (
+        select(table)
+        .join(labels, labels.job_id == table.id)
+        .where(
+            labels.key == key,
+            labels.value == value,
+            labels.project_number == project_number,
+            labels.location == location,
         )
-    return query.order_by(table.create_time.desc(), table.id.desc()).limit(limit)
+    )
+    return filtered(query, where)
 
 
 def by_offset(
@@ -64,7 +89,8 @@ def by_offset(
 
 class NewestFirstRows(Generic[R]):
     """A store of one table (`row`: a mapped class with id, project_number, location and create_time) whose
-    lists page newest first."""
+    lists page newest first. A table that keeps its rows' labels as label rows too names their mapped class
+    in `row.labels_row` (columns job_id, key, value, project_number, location, create_time)."""
 
     row: Any
 
@@ -79,10 +105,40 @@ class NewestFirstRows(Generic[R]):
         after: tuple[datetime, int] | None,
         limit: int,
     ) -> list[R]:
-        """Newest first; `after` is the (create_time, id) of the last row of the previous page."""
-        query = newest_first(in_location(self.row, project_number, location, where), self.row, after, limit)
+        """Newest first; `after` is the (create_time, id) of the last row of the previous page. A filter that
+        requires a label (labels.KEY=VALUE among its top-level AND terms) pages through the table's label
+        rows, where it has them: an index seek however few rows carry that label, never a walk over the
+        parent's rows."""
+        table, labels = self.row, getattr(self.row, "labels_row", None)
+        label = required_label(where)
+        if labels is not None and label is not None:
+            rows = labelled_in_location(table, labels, project_number, location, label, where)
+            query = newest_first(rows, (labels.create_time, labels.job_id), after, limit)
+        else:
+            rows = in_location(table, project_number, location, where)
+            query = newest_first(rows, (table.create_time, table.id), after, limit)
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+    def carrying(self, key: str, value: str) -> list[R]:
+        """The rows carrying the label key=value, in any project and location: found through the table's label
+        rows where it has them, else by reading every row's labels."""
+        table, labels = self.row, getattr(self.row, "labels_row", None)
+        if labels is None:
+            query = select(table).where(table.labels[key].as_string() == value)
+        else:
+            query = select(table).join(labels, labels.job_id == table.id)
+            query = query.where(labels.key == key, labels.value == value)
         with self.db.session() as session:
             return list(session.scalars(query))
 
 
-__all__ = ["Named", "NewestFirstRows", "by_offset", "filtered", "in_location", "newest_first"]
+__all__ = [
+    "Named",
+    "NewestFirstRows",
+    "by_offset",
+    "filtered",
+    "in_location",
+    "labelled_in_location",
+    "newest_first",
+]

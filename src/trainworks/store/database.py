@@ -30,6 +30,10 @@ def normalise_url(url: str) -> str:
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL with synchronous=NORMAL, SQLite's standard production pair: a commit appends to the WAL without
+    # waiting for fsync (the WAL is synced at each checkpoint). A killed server loses nothing it
+    # acknowledged (the chaos tests SIGKILL it); a power loss or OS crash can lose the last transactions
+    # acknowledged before it, never corrupt the file. FULL would fsync every commit: ~3 ms each here.
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
-from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Connection,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    event,
+    insert,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, declared_attr, mapped_column
 
 from trainworks.store.types import UTCDateTime
 
@@ -27,8 +40,11 @@ AFTER_DELETE = 2  # a table's own columns after delete_operation_id
 
 
 class JobColumns:
-    """The columns every job table shares (custom jobs, tuning jobs, training pipelines), and its two
-    indexes: newest-first pages of a parent, and the active rows by state."""
+    """The columns every job table shares (custom jobs, tuning jobs, training pipelines), and its indexes:
+    newest-first pages of a parent (carrying state and display name, so a page's walk tests those filters
+    without reading the rows that fail them), or seeking one state or display name (kernel/rows.py); the
+    state of a job by id (a page through label rows tests it there); the active rows by state (and the
+    counts by state of /metrics)."""
 
     id: Mapped[int] = mapped_column(
         BigInteger, primary_key=True, autoincrement=False, sort_order=HEADER_ORDER
@@ -50,14 +66,95 @@ class JobColumns:
     delete_operation_id: Mapped[int | None] = mapped_column(
         BigInteger, nullable=True, sort_order=DELETE_ORDER
     )
+    # The table of the job's label rows (JobLabelColumns), kept with the job.
+    labels_row: ClassVar[type[JobLabelColumns]]
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Index, ...]:
         table = cls.__tablename__  # type: ignore[attr-defined]
         return (
-            Index(f"ix_{table}_parent_created", "project_number", "location", "create_time", "id"),
+            Index(
+                f"ix_{table}_parent_created",
+                "project_number",
+                "location",
+                "create_time",
+                "id",
+                "state",
+                "display_name",
+            ),
             Index(f"ix_{table}_state", "state"),
+            Index(f"ix_{table}_parent_state", "project_number", "location", "state", "create_time", "id"),
+            Index(
+                f"ix_{table}_parent_name", "project_number", "location", "display_name", "create_time", "id"
+            ),
+            Index(f"ix_{table}_id_state", "id", "state"),
         )
+
+
+class JobLabelColumns:
+    """One label of a job, beside the job's `labels` JSON (a job's labels never change after its create),
+    with the job's parent and create time: a list filtered by labels.KEY=VALUE pages through these newest
+    first (kernel/rows.py) instead of reading every job of the parent. Written with the job (write_job_labels
+    below), removed with it (ON DELETE CASCADE)."""
+
+    job_table: ClassVar[str]  # the job table whose labels these are
+
+    @declared_attr
+    def job_id(cls) -> Mapped[int]:
+        return mapped_column(
+            BigInteger, ForeignKey(f"{cls.job_table}.id", ondelete="CASCADE"), primary_key=True, sort_order=-1
+        )
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str] = mapped_column(Text, nullable=False)
+    project_number: Mapped[str] = mapped_column(String(20), nullable=False)
+    location: Mapped[str] = mapped_column(String(64), nullable=False)
+    create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Index, ...]:
+        table = cls.__tablename__  # type: ignore[attr-defined]
+        return (
+            Index(f"ix_{table}_seek", "key", "value", "project_number", "location", "create_time", "job_id"),
+        )
+
+
+class CustomJobLabelRow(JobLabelColumns, Base):
+    __tablename__ = "custom_job_labels"
+    job_table = "custom_jobs"
+
+
+class TuningJobLabelRow(JobLabelColumns, Base):
+    __tablename__ = "tuning_job_labels"
+    job_table = "tuning_jobs"
+
+
+class TrainingPipelineLabelRow(JobLabelColumns, Base):
+    __tablename__ = "training_pipeline_labels"
+    job_table = "training_pipelines"
+
+
+def job_label_values(job: JobColumns) -> list[dict[str, Any]]:
+    """The label rows of a job, as column values."""
+    return [
+        {
+            "job_id": job.id,
+            "key": key,
+            "value": value,
+            "project_number": job.project_number,
+            "location": job.location,
+            "create_time": job.create_time,
+        }
+        for key, value in (job.labels or {}).items()
+    ]
+
+
+@event.listens_for(JobColumns, "after_insert", propagate=True)
+def write_job_labels(_mapper: Mapper[Any], connection: Connection, job: JobColumns) -> None:
+    """A new job's label rows, in the transaction (and flush) that inserts the job, whoever inserts it."""
+    values = job_label_values(job)
+    if values:
+        connection.execute(insert(job.labels_row), values)
 
 
 class ProjectRow(Base):
@@ -70,6 +167,7 @@ class ProjectRow(Base):
 
 class CustomJobRow(JobColumns, Base):
     __tablename__ = "custom_jobs"
+    labels_row = CustomJobLabelRow
 
     # The end the controller has decided on while replicas are still being torn down.
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
@@ -243,6 +341,7 @@ class TuningJobRow(JobColumns, Base):
     """A HyperparameterTuningJob; its study lives in Optuna's tables of the same database."""
 
     __tablename__ = "tuning_jobs"
+    labels_row = TuningJobLabelRow
 
     outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
@@ -346,6 +445,7 @@ class TrainingPipelineRow(JobColumns, Base):
     made for it, and the model it uploaded."""
 
     __tablename__ = "training_pipelines"
+    labels_row = TrainingPipelineLabelRow
 
     # custom or tuning
     backing_kind: Mapped[str | None] = mapped_column(String(16), nullable=True, sort_order=BEFORE_TIMES)
@@ -368,3 +468,19 @@ class ApiTokenRow(Base):
     create_time: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
     revoked: Mapped[bool] = mapped_column(Boolean, nullable=False)
     revoke_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ChangeRow(Base):
+    """One write to a row that a controller watches, recorded in the writer's own transaction
+    (kernel/changes.py): controllers act on these instead of reading every active row on every pass."""
+
+    __tablename__ = "changes"
+
+    seq: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    kind: Mapped[str] = mapped_column(String(40), nullable=False)
+    row_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False)
+    # AUTOINCREMENT: SQLite must never reuse a number once the rows below a cursor are pruned.
+    __table_args__ = {"sqlite_autoincrement": True}

@@ -25,6 +25,7 @@ import logging
 import random
 import shutil
 import signal
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -43,6 +44,7 @@ from trainworks.backends.base import (
 )
 from trainworks.backends.capture import tail_text
 from trainworks.backends.commands import TaskError
+from trainworks.backends.exits import ExitWatcher
 from trainworks.backends.gpus import devices_of
 from trainworks.backends.memory_limits import OUT_OF_MEMORY
 from trainworks.backends.python_packages import PackageEnvironments, PackageInstallError
@@ -51,7 +53,8 @@ from trainworks.contract.environment import task_name
 from trainworks.jobs.enums import JobState
 from trainworks.jobs.service_log import log_service
 from trainworks.jobs.store import ACTIVE_STATES
-from trainworks.kernel.loop import ReconcileLoop
+from trainworks.kernel.changes import ChangeFeed
+from trainworks.kernel.loop import BUSY_INTERVAL, ReconcileLoop
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import format_timestamp, now_utc, parse_duration, parse_timestamp
 from trainworks.kinds.custom_jobs.gang import GangJobs
@@ -94,6 +97,11 @@ S = JobState
 _HOLDING_STATES = frozenset({int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)})
 # Phases of replica runs that ended: the job acts on each (again, if a crash came before it had).
 _ENDED = (Phase.EXITED.value, Phase.LOST.value)
+# A SPOT job in a region with random preemptions rolls this often (rules.py's exposure makes the chance per
+# roll fit the time since the last, so the period does not change the rate).
+SPOT_ROLL_SECONDS = 1.0
+# A job whose pass failed is looked at again after this long (the failure is logged each time).
+RETRY_SECONDS = 1.0
 # (inventory, {(holding job id, zone)}, {queued job id}): everything an admission pass reads.
 _PlanKey = tuple[Inventory, frozenset[tuple[int, str | None]], frozenset[int]]
 
@@ -120,6 +128,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         inventory: Inventory | None = None,
         gang: GangBackend | None = None,
         metrics: ServerMetrics | None = None,
+        changes: ChangeFeed | None = None,
     ) -> None:
         self.settings = settings
         self.inventory = inventory or default_inventory()
@@ -144,25 +153,145 @@ class CustomJobController(GangJobs, ReconcileLoop):
         # The last admission pass's input key and decision, reused while nothing it depends on changed; an
         # optimisation only (a restarted server plans again on its first pass).
         self._last_plan: tuple[_PlanKey, Decision] | None = None
+        # What a pass looks at (all of it rebuilt by a full resync, so a restarted server starts afresh):
+        # the active jobs as last read, the change feed's cursor, the jobs in motion (looked at on every
+        # pass), the jobs an event named (a replica's exit, a package build done), and when each job with
+        # a deadline (timeout, FLEX_START wait, SPOT roll) is due for a look.
+        self.changes = changes or ChangeFeed(jobs.db)
+        self.changes.subscribe(jobs.kind, self.wake)
+        self.exits = ExitWatcher(self.poke)
+        self._active: dict[int, CustomJobRow] = {}
+        self._cursor: int | None = None
+        self._last_full = float("-inf")
+        self._hot: set[int] = set()
+        self._poked: set[int] = set()
+        self._poke_lock = threading.Lock()
+        self._due: dict[int, datetime] = {}
+        self._replan = True
         super().__init__(settings.resync_seconds)
 
     # -------------------------------------------------------------- loop
     def stop(self) -> None:
         super().stop()
+        self.exits.close()
         self._prepare_pool.shutdown(wait=False, cancel_futures=True)
 
+    def wake(self) -> None:
+        """Something changed (a job, a persistent resource): admission plans again on the next pass."""
+        self._replan = True
+        super().wake()
+
+    def poke(self, job_id: int) -> None:
+        """An event about one job (its replica ended, its packages are built): look at it on the next pass."""
+        with self._poke_lock:
+            self._poked.add(job_id)
+        self.wake_event.set()
+
     def reconcile_once(self) -> bool:
-        """One pass over every job that is not finished; True while some job has live work."""
-        busy = False
-        jobs = self.jobs.active()
-        # Jobs on a persistent resource are admitted on its capacity, the rest by the scheduler.
-        self._admit(self.persistent.admit(jobs) if self.persistent is not None else jobs)
-        for job in jobs:
+        """One pass over the jobs that changed, that an event named, that are due or in motion (every active
+        job on a full resync); True while some job has live work."""
+        now = now_utc()
+        try:
+            work = self._refresh(now)
+        except Exception:
+            # The database failed (an outage): what happened meanwhile is read whole once it answers again.
+            self._cursor = None
+            raise
+        replan, self._replan = self._replan, False
+        if work or replan:
+            jobs = sorted(self._active.values(), key=lambda j: (j.create_time, j.id))
+            # Jobs on a persistent resource are admitted on its capacity, the rest by the scheduler.
+            self._admit(self.persistent.admit(jobs) if self.persistent is not None else jobs)
+        for job_id in sorted(work | self._hot, key=self._age):
+            job = self._active.get(job_id)
+            if job is None:
+                self._forget(job_id)
+                continue
             try:
-                busy |= self.reconcile(job)
+                in_motion = self.reconcile(job)
             except Exception:
                 log.exception("reconciling job %s failed", job.id)
-        return busy
+                self._hot.discard(job_id)
+                self._due[job_id] = now_utc() + timedelta(seconds=RETRY_SECONDS)
+                continue
+            if in_motion:
+                self._hot.add(job_id)
+            else:
+                self._hot.discard(job_id)
+            self._schedule(job)
+        return bool(self._hot)
+
+    def next_wait(self, busy: bool) -> float:
+        if busy:
+            return BUSY_INTERVAL
+        wait = self.settings.full_resync_seconds - (time.monotonic() - self._last_full)
+        if self._due:
+            wait = min(wait, (min(self._due.values()) - now_utc()).total_seconds())
+        return max(wait, 0.0)
+
+    def _age(self, job_id: int) -> tuple[datetime, int]:
+        job = self._active.get(job_id)
+        return (job.create_time, job_id) if job is not None else (self._watching_since, job_id)
+
+    def _refresh(self, now: datetime) -> set[int]:
+        """Bring the active jobs up to date; the ids this pass must look at besides the jobs in motion."""
+        due = {job_id for job_id, when in self._due.items() if when <= now}
+        if self._cursor is None or time.monotonic() - self._last_full >= self.settings.full_resync_seconds:
+            # The cursor first: a change committed while the rows are read is read again, never missed.
+            self._cursor = self.changes.head(self.name)
+            self._last_full = time.monotonic()
+            self._active = {job.id: job for job in self.jobs.active()}
+            for gone in set(self._due) | self._hot:
+                if gone not in self._active:
+                    self._forget(gone)
+            self.changes.prune()
+            self._replan = True
+            self._take_pokes()
+            return set(self._active)
+        self._cursor, changed = self.changes.since(self.name, self._cursor, self.jobs.kind)
+        if changed:
+            fresh = {job.id: job for job in self.jobs.changed(changed)}
+            for job_id in changed:
+                job = fresh.get(job_id)
+                if job is not None and (S(job.state) in ACTIVE_STATES or job.delete_operation_id is not None):
+                    self._active[job_id] = job
+                else:
+                    self._forget(job_id)
+        # Taken once the reads went through: an event must not be lost to a pass the database failed.
+        return (changed | self._take_pokes() | due) & self._active.keys()
+
+    def _take_pokes(self) -> set[int]:
+        with self._poke_lock:
+            poked, self._poked = self._poked, set()
+        return poked
+
+    def _forget(self, job_id: int) -> None:
+        self._active.pop(job_id, None)
+        self._hot.discard(job_id)
+        self._due.pop(job_id, None)
+
+    def _schedule(self, job: CustomJobRow) -> None:
+        """When the job must be looked at again though nothing happens to it: its timeout, the end of its
+        FLEX_START wait, its next SPOT roll."""
+        if job.id not in self._active:
+            return
+        state = S(job.state)
+        times: list[datetime] = []
+        if job.outcome is None and job.start_time is not None and state != S.JOB_STATE_CANCELLING:
+            times.append(job.start_time + job_timeout(job))
+        if state == S.JOB_STATE_QUEUED and job.outcome is None:
+            limit = self._flex_start_limit(job)
+            if limit is not None:
+                times.append(self._queued_since(job) + limit)
+        if state == S.JOB_STATE_RUNNING and job.outcome is None and is_spot(job):
+            region = self.inventory.region(job.location)
+            if region is not None and region.preemption_rate_per_hour > 0:
+                times.append(now_utc() + timedelta(seconds=SPOT_ROLL_SECONDS))
+        if times:
+            # Just past the deadline: the checks compare with a strict "longer than".
+            self._due[job.id] = min(times) + timedelta(milliseconds=5)
+        else:
+            self._due.pop(job.id, None)
 
     # -------------------------------------------------------------- QUEUED
     def _admit(self, jobs: list[CustomJobRow]) -> None:
@@ -215,17 +344,25 @@ class CustomJobController(GangJobs, ReconcileLoop):
         if pass_started is not None:  # a real planning pass, not a reused decision
             self.metrics.scheduling_pass_done(time.perf_counter() - pass_started)
 
-    def _flex_start_expired(self, job: CustomJobRow, reason: str) -> bool:
-        """FLEX_START waits for all replicas together, up to maxWaitDuration (default 24 h, 0: forever)."""
+    @staticmethod
+    def _flex_start_limit(job: CustomJobRow) -> timedelta | None:
+        """How long a FLEX_START job may wait for all its replicas together: maxWaitDuration (default 24 h);
+        None when it waits forever (0) or is not FLEX_START."""
         if not is_flex_start(job):
-            return False
+            return None
         raw = scheduling_of(job).get("maxWaitDuration")
         limit = parse_duration(raw) if raw else FLEX_START_DEFAULT_WAIT
-        if limit <= timedelta(0):
-            return False
+        return limit if limit > timedelta(0) else None
+
+    @staticmethod
+    def _queued_since(job: CustomJobRow) -> datetime:
         history = job.history or []
-        queued_since = parse_timestamp(history[-1]["time"]) if history else job.create_time
-        if now_utc() - queued_since <= limit:
+        return parse_timestamp(history[-1]["time"]) if history else job.create_time
+
+    def _flex_start_expired(self, job: CustomJobRow, reason: str) -> bool:
+        """FLEX_START waits for all replicas together, up to maxWaitDuration (default 24 h, 0: forever)."""
+        limit = self._flex_start_limit(job)
+        if limit is None or now_utc() - self._queued_since(job) <= limit:
             return False
         seconds = int(limit.total_seconds())
         self._fail(
@@ -256,7 +393,8 @@ class CustomJobController(GangJobs, ReconcileLoop):
         if job.outcome is not None:
             return self._tear_down(job)
         if state == S.JOB_STATE_QUEUED:
-            return False  # admission (_admit) moves it on when its replicas fit
+            # Admission (_admit) moves it on when its replicas fit; a FLEX_START wait can run out meanwhile.
+            return self._flex_start_expired(job, job.waiting_reason or "waiting for capacity")
         if state == S.JOB_STATE_PENDING:
             return self._start(job)
         if state == S.JOB_STATE_RUNNING:
@@ -335,7 +473,8 @@ class CustomJobController(GangJobs, ReconcileLoop):
         if future is None:
             if self.launcher.needs_preparation(job):
                 future = self._prepare_pool.submit(self.launcher.prepare, job, self.job_dir(job))
-                future.add_done_callback(lambda _f: self.wake())
+                job_id = job.id
+                future.add_done_callback(lambda _f: self.poke(job_id))
             else:  # nothing to prepare: start now, not after a trip through the pool and another pass
                 future = Future()
                 future.set_result({})
@@ -346,7 +485,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         replicas = self.jobs.replicas(job.id, job.attempt) or self._plan(job)
         future = self._prepared(job)
         if not future.done():
-            return True
+            return False  # the build pokes the job when it is done
         try:
             pythons = future.result()
         except (PackageInstallError, OSError) as exc:
@@ -377,8 +516,15 @@ class CustomJobController(GangJobs, ReconcileLoop):
     def _launch_planned(
         self, job: CustomJobRow, replicas: list[ReplicaRow], pythons: dict[int, Path]
     ) -> bool:
-        """Start every planned replica of the current attempt; False when one could not start."""
+        """Start every planned replica of the current attempt; False when one could not start.
+
+        The launched replicas are recorded together, once the last has started (or one failed to): one
+        transaction, not one per replica. A crash in between leaves replicas running unrecorded, which the
+        next attempt at this adopts (`_orphan`) instead of starting them twice."""
         context = self.launcher.context(job, replicas)
+        started: list[tuple[int, dict[str, Any]]] = []
+        launched = True
+        busy_gpus = self._busy_gpus()  # plus those of each replica started here, not yet recorded
         for replica in replicas:
             if replica.phase != "planned":
                 continue
@@ -387,18 +533,20 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 handle = orphan
             else:
                 try:
-                    handle = self.launcher.launch(
-                        job, replica, context, pythons.get(replica.pool), self._busy_gpus()
-                    )
+                    handle = self.launcher.launch(job, replica, context, pythons.get(replica.pool), busy_gpus)
                 except (TaskError, LaunchError) as exc:
                     message = f"The replica {replica_task(replica)} could not start: {exc}"
-                    self._fail(job, Code.FAILED_PRECONDITION, message)
-                    return False
-            self.jobs.update_replica(
-                replica.id, phase="running", pid=handle.pid, pid_start=handle.pid_start, started_at=now_utc()
-            )
+                    launched = False
+                    break
+            if self.launcher.gpus:
+                busy_gpus |= devices_of(Path(replica.run_dir))
+            values = {"phase": "running", "pid": handle.pid, "pid_start": handle.pid_start}
+            started.append((replica.id, {**values, "started_at": now_utc()}))
             replica.phase = "running"
-        return True
+        self.jobs.replicas_started(job.id, started)
+        if not launched:
+            self._fail(job, Code.FAILED_PRECONDITION, message)
+        return launched
 
     def _orphan(self, run_dir: Path) -> ProcessHandle | None:
         """A replica started in run_dir before a crash but never recorded, on a backend that can adopt one."""
@@ -469,6 +617,18 @@ class CustomJobController(GangJobs, ReconcileLoop):
                     self._launch_planned(job, replicas, future.result())
                 except (PackageInstallError, OSError) as exc:
                     self._fail(job, Code.FAILED_PRECONDITION, f"The job could not be prepared: {exc}")
+            return True
+        return not self._exits_watched(job, replicas)
+
+    def _exits_watched(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> bool:
+        """Have each running replica's end wake this job (instead of a poll on every pass); False where the
+        host cannot, and the job is polled."""
+        if not ExitWatcher.supported():
+            return False
+        for replica in replicas:
+            handle = _handle(replica)
+            if replica.phase == "running" and handle is not None:
+                self.exits.watch(handle.pid, handle.pid_start, job.id)
         return True
 
     def _poll_exits(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> bool:

@@ -9,6 +9,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from trainworks.jobs.store import JobRows
+from trainworks.kernel.changes import record_in, record_select_in
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 
 _IN_CHUNK = 500  # job ids per IN (...) query
@@ -42,11 +43,23 @@ class JobStore(JobRows[CustomJobRow]):
     def add_replicas(self, rows: Sequence[ReplicaRow]) -> list[ReplicaRow]:
         with self.db.session() as session:
             session.add_all(rows)
+            record_in(session, self.kind, [r.job_id for r in rows])
         return list(rows)
 
+    def replicas_started(self, job_id: int, started: Sequence[tuple[int, dict[str, Any]]]) -> None:
+        """Record the replicas of one job just launched, (replica id, values) each, in one transaction."""
+        if not started:
+            return
+        with self.db.session() as session:
+            for replica_id, values in started:
+                session.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
+            record_in(session, self.kind, [job_id])
+
     def update_replica(self, replica_id: int, **values: Any) -> None:
+        """A replica's change is its job's change (the feed names the job)."""
         with self.db.session() as session:
             session.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
+            record_select_in(session, self.kind, select(ReplicaRow.job_id).where(ReplicaRow.id == replica_id))
 
     def replicas_of(self, job_ids: list[int]) -> dict[int, list[ReplicaRow]]:
         """Every replica row (all attempts) of these jobs, in as few queries as the IN limit allows."""

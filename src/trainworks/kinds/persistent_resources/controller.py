@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from trainworks.backends.warm import WarmPool, WarmTarget
@@ -57,6 +58,7 @@ R = PersistentResourceState
 S = JobState
 _FAILABLE = (S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING)
 _SWEEP_SECONDS = 60.0
+_RESOURCE_OF_SIZE = 4096  # jobs whose resource is remembered (those launching now, and more)
 
 
 def warm_target(row: PersistentResourceRow, labels: dict[str, str] | None = None) -> WarmTarget:
@@ -81,6 +83,8 @@ class PersistentResourceJobs:
         self.settings = settings
         self.store = store
         self.jobs = jobs
+        # A job's spec never changes: which resource it names is read once, not once per replica launched.
+        self._resource_of: OrderedDict[int, tuple[str, str, str] | None] = OrderedDict()
 
     def admit(self, jobs: list[CustomJobRow]) -> list[CustomJobRow]:
         """Admit the queued jobs that run on a persistent resource; returns the others (for the scheduler)."""
@@ -147,12 +151,27 @@ class PersistentResourceJobs:
             job.waiting_reason = reason
             log_service(job_dir, f"Job is queued: {reason}.")
 
+    def _resource_key(self, job_id: int) -> tuple[str, str, str] | None:
+        """The persistent resource the job names (project number, location, id), or None."""
+        if job_id in self._resource_of:
+            self._resource_of.move_to_end(job_id)
+            return self._resource_of[job_id]
+        job = self.jobs.job_row(job_id)
+        if job is None:
+            return None
+        resource = job_resource_id(job.spec)
+        key = (job.project_number, job.location, resource) if resource else None
+        self._resource_of[job_id] = key
+        if len(self._resource_of) > _RESOURCE_OF_SIZE:
+            self._resource_of.popitem(last=False)
+        return key
+
     def warm_target(self, job_id: str) -> WarmTarget | None:
         """Where the replicas of a job start warm: its persistent resource, while that is RUNNING."""
-        job = self.jobs.job_row(int(job_id))
-        if job is None or not job_resource_id(job.spec):
+        key = self._resource_key(int(job_id))
+        if key is None:
             return None
-        row = self.store.get((job.project_number, job.location, job_resource_id(job.spec)))
+        row = self.store.get(key)
         if row is None or R(row.state) != R.RUNNING:
             return None
         return warm_target(row)

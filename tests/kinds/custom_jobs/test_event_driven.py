@@ -1,0 +1,149 @@
+"""The custom-job controller acts on events, not on every active job each pass: the change feed names the jobs
+that changed, a replica's end names its job, a deadline names its job; an idle pass reads no job at all.
+
+The server's services and controller (wiring.py) run in this process and the test takes the controller's
+passes one at a time, counting which jobs each pass looked at."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.jobs import job, python_pool
+from tests.support.server import LOCATION, PROJECT, wait_for
+from trainworks.config import Settings
+from trainworks.store.tables import CustomJobRow
+from trainworks.wiring import Services, build_services
+
+STOCKED_OUT = "europe-west1"
+INVENTORY = f"""
+regions:
+  {LOCATION}:
+    zones:
+      {LOCATION}-a: {{elastic: true}}
+  {STOCKED_OUT}:
+    stockout: true
+    zones:
+      {STOCKED_OUT}-b: {{elastic: true}}
+"""
+
+
+class Looks:
+    """Which jobs the controller's passes reconciled, and how often they read every active job."""
+
+    def __init__(self, services: Services) -> None:
+        self.controller = services.controller
+        self.jobs: list[int] = []
+        self.full_reads = 0
+        reconcile, active = self.controller.reconcile, self.controller.jobs.active
+
+        def counted_reconcile(row: CustomJobRow) -> bool:
+            self.jobs.append(row.id)
+            return reconcile(row)
+
+        def counted_active() -> list[CustomJobRow]:
+            self.full_reads += 1
+            return active()
+
+        self.controller.reconcile = counted_reconcile  # type: ignore[method-assign]
+        self.controller.jobs.active = counted_active  # type: ignore[method-assign]
+
+    def passes(self, count: int = 1) -> set[int]:
+        """Run passes; the ids of the jobs they looked at."""
+        self.jobs.clear()
+        for _ in range(count):
+            self.controller.reconcile_once()
+        return set(self.jobs)
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(INVENTORY)
+    settings = Settings(home=tmp_path / "home", inventory_path=inventory, cancel_grace_seconds=3.0)
+    settings.replica_binds = ((tmp_path, True),)  # the replicas' go files (their own /tmp is private)
+    built = build_services(settings)
+    try:
+        yield built
+    finally:
+        for row in built.controller.jobs.active():  # stop what a failed test left running
+            built.custom_jobs.cancel(PROJECT, row.location, str(row.id))
+        wait_for(
+            lambda: built.controller.reconcile_once() and False or not built.controller.jobs.active(),
+            timeout=30,
+            what="cleanup",
+        )
+        built.stop()
+
+
+def create(services: Services, location: str, body: dict[str, Any]) -> int:
+    return int(services.custom_jobs.create(PROJECT, location, body)["name"].rsplit("/", 1)[-1])
+
+
+def state(services: Services, job_id: int) -> str:
+    return str(services.custom_jobs.get(PROJECT, LOCATION, str(job_id))["state"])
+
+
+def test_an_idle_pass_reads_no_job_and_a_change_reads_only_its_job(services: Services) -> None:
+    looks = Looks(services)
+    queued = [create(services, STOCKED_OUT, job(python_pool("pass"), name=f"q{i}")) for i in range(20)]
+    first = looks.passes()
+    assert set(queued) <= first  # the first pass reads everything (a restarted server starts afresh)
+    for job_id in queued:
+        row = services.controller.jobs.get(job_id)
+        assert row is not None and row.waiting_reason, "not planned"
+    looks.passes()  # the pass's own writes (the waiting reasons) come back once through the feed
+    looks.full_reads = 0
+    assert looks.passes(5) == set()  # ten thousand queued jobs cost an idle server nothing
+    assert looks.full_reads == 0
+    assert services.controller.next_wait(False) > services.settings.resync_seconds  # it sleeps long
+
+    services.custom_jobs.cancel(PROJECT, STOCKED_OUT, str(queued[3]))
+    assert looks.passes() == {queued[3]}
+    wait_for(lambda: looks.passes() is not None and state_in(services, queued[3]), what="the cancel")
+    assert looks.passes(3) == set()  # it ended and is forgotten
+    assert looks.full_reads == 0
+
+
+def state_in(services: Services, job_id: int) -> bool:
+    return services.custom_jobs.get(PROJECT, STOCKED_OUT, str(job_id))["state"] == "JOB_STATE_CANCELLED"
+
+
+def test_a_running_job_is_not_polled_and_its_replica_end_wakes_it(services: Services, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    code = f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)"
+    looks = Looks(services)
+    job_id = create(services, LOCATION, job(python_pool(code)))
+    wait_for(
+        lambda: looks.passes() is not None and state(services, job_id) == "JOB_STATE_RUNNING", what="RUNNING"
+    )
+    looks.passes()  # the pass after the start registers the replica's end as an event
+    assert looks.passes(5) == set()  # running, and nothing happens to it: no pass looks at it
+    go.touch()
+    # The replica's end is the event: the next passes look at the job, and it succeeds.
+    wait_for(
+        lambda: looks.passes() is not None and state(services, job_id) == "JOB_STATE_SUCCEEDED",
+        what="the job to succeed",
+    )
+    assert looks.full_reads == 1  # only the very first pass read every job
+
+
+def test_a_deadline_wakes_its_job_without_any_change(services: Services) -> None:
+    """A FLEX_START job's wait runs out while nothing else happens: its deadline alone brings it back."""
+    body = job(python_pool("pass"), scheduling={"strategy": "FLEX_START", "maxWaitDuration": "1s"})
+    looks = Looks(services)
+    job_id = create(services, STOCKED_OUT, body)
+    looks.passes()
+    assert 0 < services.controller.next_wait(False) <= 1.1  # it sleeps until the deadline, not longer
+    wait_for(lambda: job_id in looks.passes(), what="the deadline")
+    wait_for(
+        lambda: (
+            looks.passes() is not None
+            and services.custom_jobs.get(PROJECT, STOCKED_OUT, str(job_id))["state"] == "JOB_STATE_FAILED"
+        ),
+        what="the FLEX_START wait to run out",
+    )
+    assert looks.full_reads == 1
