@@ -39,7 +39,7 @@ class Settings:
     insecure_registries: tuple[str, ...] = ()  # loopback registries podman may pull from (host:port)
     resync_seconds: float = 1.0
     # The custom-job controller acts on the change feed (kernel/changes.py), replica exits and its timers; it
-    # re-reads every active job this often besides, the safety net should a wake-up ever be missed.
+    # also reads every active job again once per this period, chunk by chunk: the safety net.
     full_resync_seconds: float = 300.0
     executor: str = "local"  # where CustomJobs run unless labelled trainworks-executor: local or slurm
     slurm_conf: Path | None = None  # the server's Slurm cluster; None: no Slurm (unless a training cluster)

@@ -69,22 +69,26 @@ class JobRows(NewestFirstRows[R]):
         """Jobs carrying the label key=value (those a tuning job or a pipeline created)."""
         return self.carrying(key, value)
 
+    def _is_active(self) -> Any:
+        table = self.row
+        return or_(table.state.in_([int(s) for s in ACTIVE_STATES]), table.delete_operation_id.is_not(None))
+
     def active(self) -> list[R]:
         """Jobs not finished yet, and finished ones being deleted, oldest first."""
-        table = self.row
         with self.db.session() as session:
             return list(
-                session.scalars(
-                    select(table)
-                    .where(
-                        or_(
-                            table.state.in_([int(s) for s in ACTIVE_STATES]),
-                            table.delete_operation_id.is_not(None),
-                        )
-                    )
-                    .order_by(table.create_time)
-                )
+                session.scalars(select(self.row).where(self._is_active()).order_by(self.row.create_time))
             )
+
+    def active_chunk(self, after: int | None, limit: int) -> list[R]:
+        """Up to `limit` of the active jobs by id, those after `after`: a slow resync reads them chunk by
+        chunk."""
+        table = self.row
+        query = select(table).where(self._is_active())
+        if after is not None:
+            query = query.where(table.id > after)
+        with self.db.session() as session:
+            return list(session.scalars(query.order_by(table.id).limit(limit)))
 
     def transition(self, job_id: int, from_states: Iterable[JobState], **values: Any) -> bool:
         """Set values only if the job is still in one of `from_states`; True when it was."""

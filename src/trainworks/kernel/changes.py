@@ -5,7 +5,7 @@ recorded exactly when it commits. A consumer keeps a cursor (the last sequence n
 the row ids changed after it (`since`). Once the transaction commits, the kind's subscribers in this process
 are woken at once; on PostgreSQL the transaction also sends a NOTIFY, which a listener thread turns into the
 same wake-up for writers in other processes. Rows every consumer has read are pruned (`prune`); a consumer
-also re-reads everything now and then (its full resync), the safety net should a wake-up ever be missed.
+also re-reads everything now and then (its slow resync), the safety net should a wake-up ever be missed.
 """
 
 from __future__ import annotations

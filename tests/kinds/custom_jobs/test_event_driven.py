@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, wait_for
 from trainworks.config import Settings
+from trainworks.jobs.enums import JobState
 from trainworks.store.tables import CustomJobRow
 from trainworks.wiring import Services, build_services
 
@@ -146,4 +148,22 @@ def test_a_deadline_wakes_its_job_without_any_change(services: Services) -> None
         ),
         what="the FLEX_START wait to run out",
     )
+    assert looks.full_reads == 1
+
+
+def test_the_slow_resync_finds_a_write_that_escaped_the_feed(services: Services) -> None:
+    looks = Looks(services)
+    queued = [create(services, STOCKED_OUT, job(python_pool("pass"), name=f"q{i}")) for i in range(3)]
+    looks.passes(2)
+    # A write that skips the feed (a hand edit, or a bug in a writer): the job is cancelled in the database.
+    with services.controller.jobs.db.session() as session:
+        session.execute(
+            update(CustomJobRow)
+            .where(CustomJobRow.id == queued[1])
+            .values(state=int(JobState.JOB_STATE_CANCELLING))
+        )
+    assert looks.passes(3) == set()  # nothing named it
+    services.controller._next_chunk = 0  # the slow resync's next chunk is due
+    assert set(queued) <= looks.passes()
+    wait_for(lambda: looks.passes() is not None and state_in(services, queued[1]), what="the cancel")
     assert looks.full_reads == 1

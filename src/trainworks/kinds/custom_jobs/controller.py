@@ -100,6 +100,8 @@ _ENDED = (Phase.EXITED.value, Phase.LOST.value)
 # A SPOT job in a region with random preemptions rolls this often (rules.py's exposure makes the chance per
 # roll fit the time since the last, so the period does not change the rate).
 SPOT_ROLL_SECONDS = 1.0
+# The slow resync reads the active jobs this many at a time, spread over `full_resync_seconds`.
+RESYNC_CHUNK = 500
 # A job whose pass failed is looked at again after this long (the failure is logged each time).
 RETRY_SECONDS = 1.0
 # (inventory, {(holding job id, zone)}, {queued job id}): everything an admission pass reads.
@@ -153,7 +155,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         # The last admission pass's input key and decision, reused while nothing it depends on changed; an
         # optimisation only (a restarted server plans again on its first pass).
         self._last_plan: tuple[_PlanKey, Decision] | None = None
-        # What a pass looks at (all of it rebuilt by a full resync, so a restarted server starts afresh):
+        # What a pass looks at (all of it rebuilt by the first pass, so a restarted server starts afresh):
         # the active jobs as last read, the change feed's cursor, the jobs in motion (looked at on every
         # pass), the jobs an event named (a replica's exit, a package build done), and when each job with
         # a deadline (timeout, FLEX_START wait, SPOT roll) is due for a look.
@@ -162,7 +164,8 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self.exits = ExitWatcher(self.poke)
         self._active: dict[int, CustomJobRow] = {}
         self._cursor: int | None = None
-        self._last_full = float("-inf")
+        self._next_chunk = float("inf")  # when the slow resync reads its next chunk (time.monotonic)
+        self._chunk_after: int | None = None  # the last id it read; None: it starts over
         self._hot: set[int] = set()
         self._poked: set[int] = set()
         self._poke_lock = threading.Lock()
@@ -189,7 +192,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
 
     def reconcile_once(self) -> bool:
         """One pass over the jobs that changed, that an event named, that are due or in motion (every active
-        job on a full resync); True while some job has live work."""
+        job on the first pass, a chunk of them on the slow resync); True while some job has live work."""
         now = now_utc()
         try:
             work = self._refresh(now)
@@ -224,7 +227,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
     def next_wait(self, busy: bool) -> float:
         if busy:
             return BUSY_INTERVAL
-        wait = self.settings.full_resync_seconds - (time.monotonic() - self._last_full)
+        wait = self._next_chunk - time.monotonic()
         if self._due:
             wait = min(wait, (min(self._due.values()) - now_utc()).total_seconds())
         return max(wait, 0.0)
@@ -236,10 +239,9 @@ class CustomJobController(GangJobs, ReconcileLoop):
     def _refresh(self, now: datetime) -> set[int]:
         """Bring the active jobs up to date; the ids this pass must look at besides the jobs in motion."""
         due = {job_id for job_id, when in self._due.items() if when <= now}
-        if self._cursor is None or time.monotonic() - self._last_full >= self.settings.full_resync_seconds:
+        if self._cursor is None:  # the first pass, or the first since the database failed: read everything
             # The cursor first: a change committed while the rows are read is read again, never missed.
             self._cursor = self.changes.head(self.name)
-            self._last_full = time.monotonic()
             self._active = {job.id: job for job in self.jobs.active()}
             for gone in set(self._due) | self._hot:
                 if gone not in self._active:
@@ -247,7 +249,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
             self.changes.prune()
             self._replan = True
             self._take_pokes()
+            self._chunk_after = None
+            self._schedule_chunk()
             return set(self._active)
+        work = self._resync_chunk() if time.monotonic() >= self._next_chunk else set()
         self._cursor, changed = self.changes.since(self.name, self._cursor, self.jobs.kind)
         if changed:
             fresh = {job.id: job for job in self.jobs.changed(changed)}
@@ -258,7 +263,33 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 else:
                     self._forget(job_id)
         # Taken once the reads went through: an event must not be lost to a pass the database failed.
-        return (changed | self._take_pokes() | due) & self._active.keys()
+        return (work | changed | self._take_pokes() | due) & self._active.keys()
+
+    def _resync_chunk(self) -> set[int]:
+        """The safety net, should a change ever escape the feed: the next chunk of active jobs read again
+        (every active job once per `full_resync_seconds`, spread out so that no pass is long); their ids."""
+        rows = self.jobs.active_chunk(self._chunk_after, RESYNC_CHUNK)
+        low = self._chunk_after
+        last = len(rows) < RESYNC_CHUNK
+        high = None if last else rows[-1].id
+        read = {row.id for row in rows}
+        for job_id in list(self._active):  # in the range read but no longer active
+            if (low is None or job_id > low) and (high is None or job_id <= high) and job_id not in read:
+                self._forget(job_id)
+                self._replan = True
+        for row in rows:
+            if row.id not in self._active:
+                self._replan = True  # an active job the feed never named
+            self._active[row.id] = row
+        self._chunk_after = high
+        if last:  # a round is complete: what every consumer has read can go
+            self.changes.prune()
+        self._schedule_chunk()
+        return read
+
+    def _schedule_chunk(self) -> None:
+        rounds_per_chunk = RESYNC_CHUNK / max(len(self._active), RESYNC_CHUNK)
+        self._next_chunk = time.monotonic() + self.settings.full_resync_seconds * rounds_per_chunk
 
     def _take_pokes(self) -> set[int]:
         with self._poke_lock:
@@ -325,6 +356,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
             ]
             decision = plan_admissions(self.inventory, holding, requests)
             self._last_plan = (key, decision)
+        reasons: dict[int, str] = {}  # written together, after the loop
         for job in queued:
             zone = decision.admitted.get(job.id)
             if zone is not None:
@@ -338,9 +370,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
             if self._flex_start_expired(job, reason):
                 continue
             if reason != job.waiting_reason:
-                self.jobs.set_fields(job.id, waiting_reason=reason)
+                reasons[job.id] = reason
                 job.waiting_reason = reason
                 log_service(self.job_dir(job), f"Job is queued: {reason}.")
+        self.jobs.set_waiting_reasons(reasons)
         if pass_started is not None:  # a real planning pass, not a reused decision
             self.metrics.scheduling_pass_done(time.perf_counter() - pass_started)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from trainworks.jobs.store import JobRows
@@ -45,6 +45,19 @@ class JobStore(JobRows[CustomJobRow]):
             session.add_all(rows)
             record_in(session, self.kind, [r.job_id for r in rows])
         return list(rows)
+
+    def set_waiting_reasons(self, reasons: dict[int, str]) -> None:
+        """Record why each of these queued jobs waits, in one transaction (an admission pass may name
+        thousands)."""
+        if not reasons:
+            return
+        table = cast(Table, CustomJobRow.__table__)
+        statement = (
+            update(table).where(table.c.id == bindparam("job_id")).values(waiting_reason=bindparam("why"))
+        )
+        with self.db.session() as session:
+            session.execute(statement, [{"job_id": i, "why": why} for i, why in reasons.items()])
+            record_in(session, self.kind, reasons)
 
     def replicas_started(self, job_id: int, started: Sequence[tuple[int, dict[str, Any]]]) -> None:
         """Record the replicas of one job just launched, (replica id, values) each, in one transaction."""
