@@ -54,12 +54,12 @@ import httpx
 try:
     from benchmarks import common
     from benchmarks.api_throughput import drain, job_body, measure
-    from benchmarks.launch_latency import bare_env, wait_markers
+    from benchmarks.launch_latency import RELEASE, bare_env, wait_markers
     from benchmarks.load import idle_cpu, memory_mib
 except ImportError:  # run as a script: python benchmarks/control_plane.py
     import common  # type: ignore[no-redef]
     from api_throughput import drain, job_body, measure  # type: ignore[no-redef]
-    from launch_latency import bare_env, wait_markers  # type: ignore[no-redef]
+    from launch_latency import RELEASE, bare_env, wait_markers  # type: ignore[no-redef]
     from load import idle_cpu, memory_mib  # type: ignore[no-redef]
 
 POLL_S = 0.005  # job state: GET or squeue, one call every 5 ms (plus the call's own time)
@@ -86,7 +86,16 @@ SLURM_DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_O
 SLURM_ACTIVE = "PD,R,CG,CF,S"  # squeue -t: every state of a job not finished
 
 # Writes one file named at random into argv[1] (no import beyond os and sys: the light command).
-LIGHT_CODE = "import os, sys; open(os.path.join(sys.argv[1], os.urandom(8).hex()), 'w').close()"
+# Writes a marker into argv[1], then waits, bounded, for the release file there: the primary replica must not
+# end the job (and have the others stopped, as on Vertex) before every replica's command has run.
+LIGHT_CODE = """\
+import os, sys, time
+open(os.path.join(sys.argv[1], os.urandom(8).hex()), "w").close()
+release = os.path.join(sys.argv[1], "release")
+deadline = time.monotonic() + 120
+while not os.path.exists(release) and time.monotonic() < deadline:
+    time.sleep(0.005)
+"""
 # Waits, bounded, for a release file in argv[1], so that RUNNING lasts until the benchmark has seen it.
 HOLD_CODE = """\
 import os, sys, time
@@ -445,6 +454,7 @@ class Bench:
             t0 = time.perf_counter()
             name = self.tw.create(body)
             seconds = wait_markers(folder, replicas, t0)
+            (folder / RELEASE).touch()
             self.tw.succeeded(name)
             return seconds
         command = [sys.executable, "-c", LIGHT_CODE, str(folder)]
@@ -465,6 +475,7 @@ class Bench:
             try:
                 seconds = wait_markers(folder, replicas, t0)
             finally:
+                (folder / RELEASE).touch()
                 codes = [process.wait(timeout=TRIAL_TIMEOUT_S) for process in processes]
             if any(codes):
                 raise RuntimeError(f"bare commands exited with {codes}")
@@ -475,6 +486,7 @@ class Bench:
         t0 = time.perf_counter()
         job_id = self.slurm.sbatch(f"--ntasks={replicas}", "--wrap", wrap)
         seconds = wait_markers(folder, replicas, t0)
+        (folder / RELEASE).touch()
         self.slurm.completed(job_id)
         return seconds
 
