@@ -18,9 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -283,3 +283,19 @@ class SlurmLocal:
         """Cancels every job, then stops each daemon `up` started, by the PID in its pid file."""
         if self.port and self.base.exists():
             self._script("down", timeout=600)
+
+
+T = TypeVar("T")
+
+
+def poll(probe: Callable[[], T | None], timeout: float, what: str, interval: float) -> T:
+    """What `probe()` returns once it is not None, asked every `interval` seconds; TimeoutError after
+    `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not happen within {timeout:.0f}s")
+        time.sleep(interval)

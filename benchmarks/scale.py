@@ -45,8 +45,10 @@ from sqlalchemy import insert
 
 try:
     from benchmarks import common
+    from benchmarks.load import INVENTORY  # us-central1 stocked out: its jobs stay QUEUED
 except ImportError:  # run as a script: python benchmarks/scale.py
     import common  # type: ignore[no-redef]
+    from load import INVENTORY  # type: ignore[no-redef]
 
 from trainworks.jobs.enums import JobState, PipelineState
 from trainworks.kernel import listing
@@ -62,13 +64,6 @@ from trainworks.store.tables import (
     job_label_values,
 )
 
-INVENTORY = """
-regions:
-  us-central1:
-    stockout: true
-    zones:
-      us-central1-a: {elastic: true}
-"""
 PAGE = 50
 DEEP_PAGE = 50
 TEAMS = "abcdefghij"

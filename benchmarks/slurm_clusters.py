@@ -61,14 +61,7 @@ T = TypeVar("T")
 
 
 def poll(probe: Callable[[], T | None], timeout: float, what: str, interval: float = POLL_S) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found is not None:
-            return found
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} did not happen within {timeout:.0f}s")
-        time.sleep(interval)
+    return common.poll(probe, timeout, what, interval)
 
 
 def cluster_body(config: dict[str, str] | None = None) -> dict[str, Any]:

@@ -38,13 +38,14 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.in_process import in_process_services
 from tests.support.jobs import MACHINE, job, python_pool
 from tests.support.logs import replica_output
 from tests.support.paths import EXAMPLES
 from tests.support.server import LOCATION, PROJECT, TERMINAL, ServerProcess, wait_for, wait_job
 from trainworks.config import Settings
 from trainworks.kinds.custom_jobs.rules import MAX_PREEMPTION_RESTARTS, preemption_exposure
-from trainworks.wiring import Services, build_services
+from trainworks.wiring import Services
 
 SGD = EXAMPLES / "spot_sgd_train.py"
 TORCH = EXAMPLES / "checkpointed_train.py"
@@ -626,17 +627,8 @@ def test_torch_storm_resumes_the_real_example_bit_for_bit(
 def services(tmp_path: Path) -> Iterator[Services]:
     settings = Settings(home=tmp_path / "home", preemption_notice_seconds=1.0, cancel_grace_seconds=3.0)
     settings.replica_binds = ((tmp_path, True),)  # the replicas' go files (their own /tmp is private)
-    built = build_services(settings)
-    try:
+    with in_process_services(settings) as built:
         yield built
-    finally:
-        for row in built.controller.jobs.active():  # stop what a failed test left running
-            built.custom_jobs.cancel(PROJECT, row.location, str(row.id))
-        with contextlib.suppress(AssertionError):
-            wait_for(
-                lambda: passes(built, 1) or not built.controller.jobs.active(), timeout=30, what="cleanup"
-            )
-        built.stop()
 
 
 def passes(services: Services, count: int) -> bool:

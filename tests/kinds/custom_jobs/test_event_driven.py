@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
+from tests.support.in_process import in_process_services
 from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, wait_for
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
 from trainworks.store.tables import CustomJobRow
-from trainworks.wiring import Services, build_services
+from trainworks.wiring import Services
 
 STOCKED_OUT = "europe-west1"
 INVENTORY = f"""
@@ -67,18 +68,8 @@ def services(tmp_path: Path) -> Iterator[Services]:
     inventory.write_text(INVENTORY)
     settings = Settings(home=tmp_path / "home", inventory_path=inventory, cancel_grace_seconds=3.0)
     settings.replica_binds = ((tmp_path, True),)  # the replicas' go files (their own /tmp is private)
-    built = build_services(settings)
-    try:
+    with in_process_services(settings) as built:
         yield built
-    finally:
-        for row in built.controller.jobs.active():  # stop what a failed test left running
-            built.custom_jobs.cancel(PROJECT, row.location, str(row.id))
-        wait_for(
-            lambda: built.controller.reconcile_once() and False or not built.controller.jobs.active(),
-            timeout=30,
-            what="cleanup",
-        )
-        built.stop()
 
 
 def create(services: Services, location: str, body: dict[str, Any]) -> int:
