@@ -558,25 +558,30 @@ class CustomJobController(GangJobs, ReconcileLoop):
         started: list[tuple[int, dict[str, Any]]] = []
         launched = True
         busy_gpus = self._busy_gpus()  # plus those of each replica started here, not yet recorded
-        for replica in replicas:
-            if replica.phase != "planned":
-                continue
-            orphan = self._orphan(Path(replica.run_dir))
-            if orphan is not None:  # started before a crash, never recorded: adopt it, do not start twice
-                handle = orphan
-            else:
-                try:
-                    handle = self.launcher.launch(job, replica, context, pythons.get(replica.pool), busy_gpus)
-                except (TaskError, LaunchError) as exc:
-                    message = f"The replica {replica_task(replica)} could not start: {exc}"
-                    launched = False
-                    break
-            if self.launcher.gpus:
-                busy_gpus |= devices_of(Path(replica.run_dir))
-            values = {"phase": "running", "pid": handle.pid, "pid_start": handle.pid_start}
-            started.append((replica.id, {**values, "started_at": now_utc()}))
-            replica.phase = "running"
-        self.jobs.replicas_started(job.id, started)
+        message = ""
+        try:
+            for replica in replicas:
+                if replica.phase != "planned":
+                    continue
+                orphan = self._orphan(Path(replica.run_dir))
+                if orphan is not None:  # started before a crash, never recorded: adopt it, not start twice
+                    handle = orphan
+                else:
+                    try:
+                        handle = self.launcher.launch(
+                            job, replica, context, pythons.get(replica.pool), busy_gpus
+                        )
+                    except (TaskError, LaunchError) as exc:
+                        message = f"The replica {replica_task(replica)} could not start: {exc}"
+                        launched = False
+                        break
+                if self.launcher.gpus:
+                    busy_gpus |= devices_of(Path(replica.run_dir))
+                values = {"phase": "running", "pid": handle.pid, "pid_start": handle.pid_start}
+                started.append((replica.id, {**values, "started_at": now_utc()}))
+                replica.phase = "running"
+        finally:  # whatever stopped the loop, what did start is recorded (and so stopped with the job)
+            self.jobs.replicas_started(job.id, started)
         if not launched:
             self._fail(job, Code.FAILED_PRECONDITION, message)
         return launched
