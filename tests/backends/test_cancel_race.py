@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from tests.support.server import wait_for
+from tests.support.supervisors import start_supervisor, warm_interpreter
 from trainworks.backends import sandbox
 from trainworks.backends.base import LaunchRequest
 from trainworks.backends.capture import read_output
-from trainworks.backends.local import SHIM
 from trainworks.backends.warm import WarmPool, WarmTarget, python_invocation
 from trainworks.kinds.custom_jobs.launcher import host_env
 
@@ -91,15 +91,7 @@ def _catches_sigterm(pid: int) -> bool:
 
 def start_cold(run_dir: Path, sandboxed: bool) -> Replica:
     """The supervisor as backends/local.py starts it; returns once it catches stop signals."""
-    process = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(SHIM), str(run_dir), "", "-" if sandboxed else "", *ARGV],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    assert process.stdin is not None
-    process.stdin.write(b"sandbox\n" if sandboxed else b"")
-    process.stdin.close()
+    process = start_supervisor(run_dir, ARGV, sandboxed)
     replica = Replica(process.pid, run_dir, process)
     try:
         wait_for(lambda: _catches_sigterm(process.pid), interval=0.0005, what="the supervisor's handler")
@@ -111,11 +103,8 @@ def start_cold(run_dir: Path, sandboxed: bool) -> Replica:
 
 @pytest.fixture(scope="module")
 def warm_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WarmPool, WarmTarget]]:
-    pool = WarmPool(tmp_path_factory.mktemp("warm"), host_env)
-    target = WarmTarget(("1", "us-central1", "cancel-race"), 0, ())
-    wait_for(lambda: pool.ensure(target)[0], what="the zygote to be ready")
-    yield pool, target
-    pool.drop(target.key, forget=True)
+    with warm_interpreter(tmp_path_factory.mktemp("warm"), "cancel-race") as warm:
+        yield warm
 
 
 def warm_starter(pool: WarmPool, target: WarmTarget) -> Callable[[Path, bool], Replica]:

@@ -17,7 +17,6 @@ import math
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from hypothesis import strategies as st
 
 from tests.support.processes import group_members
 from tests.support.server import wait_for
+from tests.support.supervisors import start_supervisor, warm_interpreter
 from trainworks.backends import sandbox
 from trainworks.backends.base import LaunchRequest, Phase
 from trainworks.backends.capture import (
@@ -69,16 +69,7 @@ class Supervisor:
     def __init__(self, run_dir: Path, argv: list[str], sandboxed: bool) -> None:
         self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
-        setup = "-" if sandboxed else ""
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(SHIM), str(run_dir), "", setup, *argv],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert self.process.stdin is not None
-        self.process.stdin.write(b"sandbox\n" if sandboxed else b"")
-        self.process.stdin.close()
+        self.process = start_supervisor(run_dir, argv, sandboxed)
 
     def wait(self, timeout: float = 120) -> dict[str, float]:
         """The exit record, once the supervisor has ended."""
@@ -400,11 +391,8 @@ def test_the_logger_reads_until_the_command_ends_through_stop_signals(start: Sta
 # ------------------------------------------------------------------ the warm path
 @pytest.fixture(scope="module")
 def warm_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WarmPool, WarmTarget]]:
-    pool = WarmPool(tmp_path_factory.mktemp("warm"), host_env)
-    target = WarmTarget(("1", "us-central1", "capture"), 0, ())
-    wait_for(lambda: pool.ensure(target)[0], what="the zygote to be ready")
-    yield pool, target
-    pool.drop(target.key, forget=True)
+    with warm_interpreter(tmp_path_factory.mktemp("warm"), "capture") as warm:
+        yield warm
 
 
 def test_a_replica_forked_from_a_warm_interpreter_is_captured_alike(

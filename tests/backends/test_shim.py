@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 
 from tests.support.processes import group_members
 from tests.support.server import wait_for
+from tests.support.supervisors import start_supervisor
 from trainworks.backends import sandbox
 from trainworks.backends.capture import LOGGER_NAME, read_output
 from trainworks.backends.local import SHIM
@@ -53,16 +53,7 @@ def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replica]
 class Replica:
     def __init__(self, run_dir: Path, sandboxed: bool) -> None:
         self.run_dir = run_dir
-        setup = "-" if sandboxed else ""
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(SHIM), str(run_dir), "", setup, sys.executable, "-c", COMMAND],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert self.process.stdin is not None
-        self.process.stdin.write(b"sandbox\n" if sandboxed else b"")
-        self.process.stdin.close()
+        self.process = start_supervisor(run_dir, [sys.executable, "-c", COMMAND], sandboxed)
         wait_for(lambda: "ready" in self._stdout(), what="the command to start")
 
     def _stdout(self) -> str:

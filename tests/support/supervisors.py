@@ -1,0 +1,41 @@
+"""Replica supervisors started the way the server starts them, for the backend tests that drive one."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from tests.support.server import wait_for
+from trainworks.backends.local import SHIM
+from trainworks.backends.warm import WarmPool, WarmTarget
+from trainworks.kinds.custom_jobs.launcher import host_env
+
+
+def start_supervisor(run_dir: Path, argv: Sequence[str], sandboxed: bool) -> subprocess.Popen[bytes]:
+    """backends/shim.py running `argv` in `run_dir`, as backends/local.py starts it: in a session of its own,
+    its plan on stdin (the sandbox's, or none)."""
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-S", str(SHIM), str(run_dir), "", "-" if sandboxed else "", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    assert process.stdin is not None
+    process.stdin.write(b"sandbox\n" if sandboxed else b"")
+    process.stdin.close()
+    return process
+
+
+@contextlib.contextmanager
+def warm_interpreter(folder: Path, name: str) -> Iterator[tuple[WarmPool, WarmTarget]]:
+    """A persistent resource's warm interpreter (backends/warm.py), ready; dropped after."""
+    pool = WarmPool(folder, host_env)
+    target = WarmTarget(("1", "us-central1", name), 0, ())
+    wait_for(lambda: pool.ensure(target)[0], what="the zygote to be ready")
+    try:
+        yield pool, target
+    finally:
+        pool.drop(target.key, forget=True)
