@@ -177,6 +177,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
     def stop(self) -> None:
         super().stop()
         self.exits.close()
+        self.changes.close()
         self._prepare_pool.shutdown(wait=False, cancel_futures=True)
 
     def wake(self) -> None:
