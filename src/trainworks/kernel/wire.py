@@ -303,7 +303,7 @@ def parse_duration(value: Any) -> timedelta:
     return precise
 
 
-def _fraction(nanos: int) -> str:
+def fraction_digits(nanos: int) -> str:
     """Fractional seconds as protobuf prints them: none, or 3, 6 or 9 digits."""
     if nanos == 0:
         return ""
@@ -319,7 +319,7 @@ def format_duration(value: timedelta) -> str:
     total_ns = (value // timedelta(microseconds=1)) * 1000 + getattr(value, "sub_micro_nanos", 0)
     sign = "-" if total_ns < 0 else ""
     seconds, nanos = divmod(abs(total_ns), 1_000_000_000)
-    return f"{sign}{seconds}{_fraction(nanos)}s"
+    return f"{sign}{seconds}{fraction_digits(nanos)}s"
 
 
 Duration = Annotated[
@@ -354,7 +354,7 @@ def format_timestamp(value: datetime) -> str:
     value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     # Four-digit year as RFC 3339 requires: strftime's %Y does not pad years before 1000.
     base = f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S")
-    return f"{base}{_fraction(value.microsecond * 1000)}Z"
+    return f"{base}{fraction_digits(value.microsecond * 1000)}Z"
 
 
 Timestamp = Annotated[

@@ -14,7 +14,7 @@ from trainworks.backends.capture import Record
 from trainworks.kernel.errors import ApiError
 from trainworks.kinds.log_entries.query import JOB_ID, TASK_NAME, EntryView, parse_query, parse_time
 from trainworks.kinds.log_entries.store import Entry, JobLog, LogSource, insert_id
-from trainworks.kinds.log_entries.wire import to_log_entry
+from trainworks.kinds.log_entries.wire import format_ns, to_log_entry
 
 T0 = 1_700_000_000_123_456_789  # 2023-11-14T22:13:20.123456789Z
 JOB = JobLog("123", "proj", {"team": "Vision"})
@@ -57,6 +57,21 @@ def test_timestamps_compare_at_the_nanosecond_whatever_the_zone() -> None:
     assert matches('timestamp<"2023-11-14T22:13:20.123457+00:00"', item)
     assert matches('timestamp>="2023-11-14"', item) and not matches('timestamp>="2023-11-15"', item)
     assert matches('receiveTimestamp="2023-11-14T22:13:20.123456789Z"', item)
+
+
+@pytest.mark.parametrize(
+    ("ns", "shown"),
+    [
+        (1_700_000_000_123_456_789, "2023-11-14T22:13:20.123456789Z"),
+        (1_700_000_000_123_456_000, "2023-11-14T22:13:20.123456Z"),
+        (1_700_000_000_120_000_000, "2023-11-14T22:13:20.120Z"),
+        (1_700_000_000_000_000_000, "2023-11-14T22:13:20Z"),
+    ],
+)
+def test_entry_times_are_canonical_proto3_json(ns: int, shown: str) -> None:
+    # As protobuf prints a Timestamp: 0, 3, 6 or 9 digits (a capture clock may land on a whole microsecond).
+    assert format_ns(ns) == shown
+    assert parse_time_text(shown) == ns
 
 
 def parse_time_text(text: str) -> int:

@@ -42,7 +42,7 @@ from trainworks.kinds.log_entries import (
     job_sources,
     read_entries,
 )
-from trainworks.kinds.log_entries.wire import SEVERITIES, format_ns, payload, severity_name
+from trainworks.kinds.log_entries.wire import SEVERITIES, format_second, payload, severity_name
 from trainworks.tuning.trial_jobs import trial_of
 
 Key = tuple[int, str]  # (timestamp ns, insertId): an entry's place in its job's log
@@ -235,7 +235,7 @@ def _time(ns: int) -> str:
     seconds, fraction = divmod(ns, 1_000_000_000)
     cached_second, stamp = _SECOND_CACHE[0]
     if cached_second != seconds:  # one formatting per second of log, not per line
-        stamp = format_ns(seconds * 1_000_000_000)[:-11]
+        stamp = format_second(seconds)
         _SECOND_CACHE[0] = (seconds, stamp)
     return f"{stamp}.{fraction:09d}Z"
 

@@ -14,6 +14,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from trainworks.kernel.wire import fraction_digits
 from trainworks.kinds.log_entries.store import Entry
 
 #: LogSeverity names in order (google.logging.type.LogSeverity), with their numbers.
@@ -50,11 +51,15 @@ def severity_name(value: object) -> str | None:
     return None
 
 
+def format_second(seconds: int) -> str:
+    """RFC 3339 up to the seconds, without the zone: the fraction follows it."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def format_ns(ns: int) -> str:
-    """RFC 3339 with nanoseconds, as Cloud Logging writes a timestamp."""
+    """A timestamp in canonical proto3 JSON: 0, 3, 6 or 9 fractional digits, as Cloud Logging's answers."""
     seconds, fraction = divmod(ns, 1_000_000_000)
-    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{fraction:09d}Z"
+    return f"{format_second(seconds)}{fraction_digits(fraction)}Z"
 
 
 def _text(data: bytes) -> str:
