@@ -177,8 +177,10 @@ def metric(text: str, name: str, **labels: str) -> float | None:
 class Trainworks:
     """The server and a client of it; the jobs' marker folders lie under its scratch folder."""
 
-    def __init__(self, inventory: Path) -> None:
-        self.server = common.Server(["--inventory", str(inventory)])
+    def __init__(self, inventory: Path, cold_supervisors: bool = False) -> None:
+        self.server = common.Server(
+            ["--inventory", str(inventory), *(["--cold-supervisors"] if cold_supervisors else [])]
+        )
         self.client: httpx.Client | None = None
 
     def start(self) -> None:
@@ -716,6 +718,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--skip-slurm", action="store_true", help="Slurm not installed: Trainworks figures only"
     )
+    parser.add_argument(
+        "--cold-supervisors",
+        action="store_true",
+        help="serve --cold-supervisors: each replica's supervisor a new interpreter (the fork server's base)",
+    )
     parser.add_argument("--clients", type=int, nargs="+", help="client counts of the creates (1 8)")
     parser.add_argument("--creates", type=int, help="creates per trial and side (300; quick 30)")
     parser.add_argument("--create-trials", type=int, help="trials per client count (3; quick 2)")
@@ -751,7 +758,7 @@ def main() -> None:
     root.chmod(0o755)
     inventory = root / "inventory.yaml"
     inventory.write_text(INVENTORY)
-    tw = Trainworks(inventory)
+    tw = Trainworks(inventory, args.cold_supervisors)
     cluster = None if args.skip_slurm else common.SlurmLocal(root / "slurm", nodes=args.slurm_nodes)
     results: dict[str, Any] = {"idle_window_s": args.idle, "quick": args.quick, "slurm": cluster is not None}
     try:

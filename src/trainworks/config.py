@@ -54,6 +54,8 @@ class Settings:
     grpc_port: int = 0
     max_object_bytes: int = 5 << 40  # one Cloud Storage upload's object, as Cloud Storage allows
     sandbox: bool = True  # host replicas run sandboxed (backends/sandbox.py); off only for debugging
+    # Replica supervisors are forked from the server's fork server (backends/forkserver.py), not started cold.
+    fork_server: bool = True
     # A host replica's memory limit is its machine type's memory times this (0: no limits).
     replica_memory_scale: float = 1.0
     # "private": each sandboxed host replica has /tmp and /var/tmp of its own; "shared": the host's.

@@ -86,6 +86,7 @@ class Services:
     tokens: TokenService | None = None  # the stored API tokens that api/auth.py looks up
     locations: LocationService | None = None  # the Locations API: the inventory's regions
     log_entries: LogEntryService | None = None  # the Cloud Logging API's entries:list over jobs' logs
+    local_backend: LocalBackend | None = None  # host replicas: its fork server stops with the server
 
     def _other_controllers(self) -> list[ReconcileLoop]:
         """The controllers besides the custom jobs' one, in the order they start (they stop in reverse)."""
@@ -106,6 +107,8 @@ class Services:
         for extra in reversed(self._other_controllers()):
             extra.stop()
         self.controller.stop()
+        if self.local_backend is not None:
+            self.local_backend.close()
         if self.storage is not None:
             self.storage.close()  # the object metadata store's SQLite connection
         self.db.dispose()
@@ -141,7 +144,8 @@ def build_services(settings: Settings) -> Services:
     pr_store = PersistentResourceStore(db)
     pr_jobs = PersistentResourceJobs(settings, pr_store, custom_jobs)
     warm = WarmPool(settings.home / "persistent", host_env)
-    backend = WarmStartBackend(LocalBackend(settings.container_runtime, settings), warm, pr_jobs.warm_target)
+    local = LocalBackend(settings.container_runtime, settings)
+    backend = WarmStartBackend(local, warm, pr_jobs.warm_target)
     # Jobs go to Slurm per job (labels, --executor); the resolvers say which cluster.
     slurm = SlurmBackend(
         [server_targets(settings.slurm_conf, settings.slurm_partition, settings.executor)],
@@ -245,4 +249,5 @@ def build_services(settings: Settings) -> Services:
         tokens=TokenService(db),
         locations=LocationService(projects, inventory),
         log_entries=LogEntryService(settings.jobs_dir, projects, JobCatalog(db), custom_jobs, tuning_jobs),
+        local_backend=local,
     )

@@ -12,7 +12,9 @@ The moments run from the first instant the supervisor catches stop signals (cold
 /proc; warm start: the zygote's launch has returned) to a little past the command's "ready", spread evenly
 over a start measured in the same run: before the fork, between the fork and the exec (or the training
 code), during a sandbox's setup, while the command's interpreter starts. Whatever the moment, the outcome
-must be the same. Cold and warm (zygote) starts, with and without the sandbox (which needs root).
+must be the same. Cold starts, warm (zygote) starts and the server's fork server (a zygote that answers
+with the supervisor's pid before the supervisor leads its group), with and without the sandbox (which needs
+root). The stop is sent as the server sends it (LocalBackend.signal).
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ import pytest
 
 from tests.support.server import wait_for
 from tests.support.supervisors import start_supervisor, warm_interpreter
-from trainworks.backends import sandbox
-from trainworks.backends.base import LaunchRequest
+from trainworks.backends import procfs, sandbox
+from trainworks.backends.base import LaunchRequest, ProcessHandle
 from trainworks.backends.capture import read_output
+from trainworks.backends.forkserver import ForkServer
+from trainworks.backends.local import LocalBackend
 from trainworks.backends.warm import WarmPool, WarmTarget, python_invocation
 from trainworks.kinds.custom_jobs.launcher import host_env
 
@@ -48,7 +52,7 @@ HANG_GUARD = 60.0  # seconds: only a lost stop comes near it
 # KeyboardInterrupt's default would end it (zygote.py).
 CASES = [
     pytest.param(start, plan, stop, id=f"{start}-{plan}-{stop.name}")
-    for start in ("cold", "warm")
+    for start in ("cold", "warm", "forked")
     for plan in ("none", "sandbox")
     for stop in (signal.SIGTERM, signal.SIGINT)
     if start == "warm" or stop == signal.SIGTERM
@@ -58,10 +62,17 @@ CASES = [
 class Replica:
     """One replica being started, and its process group (led by its supervisor)."""
 
-    def __init__(self, group: int, run_dir: Path, process: subprocess.Popen[bytes] | None = None) -> None:
-        self.group = group
+    def __init__(
+        self, handle: ProcessHandle, run_dir: Path, process: subprocess.Popen[bytes] | None = None
+    ) -> None:
+        self.handle = handle
+        self.group = handle.pid
         self.run_dir = run_dir
         self.process = process  # a cold start's supervisor is this test's child: reaped here
+
+    def send(self, signum: int) -> None:
+        """The stop, as the server's teardown sends it."""
+        LocalBackend().signal(self.handle, signum)
 
     def record(self) -> dict[str, float] | None:
         path = self.run_dir / "exit.json"
@@ -92,7 +103,7 @@ def _catches_sigterm(pid: int) -> bool:
 def start_cold(run_dir: Path, sandboxed: bool) -> Replica:
     """The supervisor as backends/local.py starts it; returns once it catches stop signals."""
     process = start_supervisor(run_dir, ARGV, sandboxed)
-    replica = Replica(process.pid, run_dir, process)
+    replica = Replica(ProcessHandle(process.pid, procfs.start_time(process.pid) or 0), run_dir, process)
     try:
         wait_for(lambda: _catches_sigterm(process.pid), interval=0.0005, what="the supervisor's handler")
     except BaseException:
@@ -116,9 +127,30 @@ def warm_starter(pool: WarmPool, target: WarmTarget) -> Callable[[Path, bool], R
         request = LaunchRequest("1", "workerpool0-0", ARGV, env, run_dir, run_dir)
         handle = pool.launch(target, request, invocation, lambda _r: "sandbox\n" if sandboxed else None)
         assert handle is not None, "the zygote did not start the replica"
-        return Replica(handle.pid, run_dir, None)
+        return Replica(handle, run_dir, None)
 
     return start_warm
+
+
+@pytest.fixture(scope="module")
+def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    server = ForkServer(tmp_path_factory.mktemp("fork-server"), sys.executable)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def fork_starter(server: ForkServer) -> Callable[[Path, bool], Replica]:
+    def start_forked(run_dir: Path, sandboxed: bool) -> Replica:
+        """Forked by the fork server; returns as soon as it answers (the supervisor may not lead its group
+        yet, nor catch stop signals: it holds them)."""
+        request = LaunchRequest("1", "workerpool0-0", ARGV, host_env(), run_dir, run_dir)
+        handle = server.launch(request, ARGV, "sandbox\n" if sandboxed else None)
+        assert handle is not None, "the fork server did not start the replica"
+        return Replica(handle, run_dir, None)
+
+    return start_forked
 
 
 def ended(replica: Replica, what: str) -> dict[str, float]:
@@ -135,7 +167,12 @@ def test_a_stop_at_any_moment_of_the_start_ends_the_command_by_that_stop(
     sandboxed = plan == "sandbox"
     if sandboxed and not sandbox.available():
         pytest.skip("building a sandbox needs CAP_SYS_ADMIN")
-    start = start_cold if kind == "cold" else warm_starter(*request.getfixturevalue("warm_pool"))
+    if kind == "cold":
+        start = start_cold
+    elif kind == "warm":
+        start = warm_starter(*request.getfixturevalue("warm_pool"))
+    else:
+        start = fork_starter(request.getfixturevalue("fork_server"))
     expected = {"exit_code": 128 + stop, "signal": stop, "interrupted": 1}
 
     # The start's length, measured here (it varies with the machine and its load): the moments span it.
@@ -144,7 +181,7 @@ def test_a_stop_at_any_moment_of_the_start_ends_the_command_by_that_stop(
         began = time.monotonic()
         wait_for(first.ready, interval=0.001, what="the command to start")
         span = 1.25 * (time.monotonic() - began)
-        os.killpg(first.group, stop)
+        first.send(stop)
         assert ended(first, "the started replica to end") | {"ended": 0} == expected | {"ended": 0}
     finally:
         first.stop()
@@ -154,7 +191,7 @@ def test_a_stop_at_any_moment_of_the_start_ends_the_command_by_that_stop(
         replica = start(tmp_path / f"run-{index}", sandboxed)
         try:
             time.sleep(moment)  # picks the moment of the start the stop comes at; nothing waits on it
-            os.killpg(replica.group, stop)
+            replica.send(stop)
             record = ended(replica, f"the replica to end on a stop {moment * 1000:.1f} ms into its start")
             assert record | {"ended": 0} == expected | {"ended": 0}, f"stop {moment * 1000:.1f} ms in"
         finally:

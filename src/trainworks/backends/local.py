@@ -31,7 +31,9 @@ from trainworks.backends.base import (
     ProcessHandle,
     ReplicaStatus,
 )
+from trainworks.backends.forkserver import ForkServer
 from trainworks.backends.memory_limits import OUT_OF_MEMORY, ReplicaCgroups
+from trainworks.backends.warm import find_warm
 from trainworks.config import Settings
 
 log = logging.getLogger(__name__)
@@ -269,6 +271,18 @@ class LocalBackend:
         self.isolation = (
             ReplicaIsolation(settings) if settings is not None and container_runtime == "host" else None
         )
+        # A server forks its replicas' supervisors from its fork server (forkserver.py); without one (a
+        # backend made for a test, `serve --cold-supervisors`) each supervisor is a new interpreter.
+        self.fork_server = (
+            ForkServer(settings.home / "fork-server", _base_interpreter())
+            if settings is not None and settings.fork_server
+            else None
+        )
+
+    def close(self) -> None:
+        """Stop the fork server (replicas go on: a restarted server adopts them)."""
+        if self.fork_server is not None:
+            self.fork_server.close()
 
     def plan(self, request: LaunchRequest) -> str | None:
         """The supervisor's plan for a host replica, or None when this backend confines nothing."""
@@ -291,6 +305,10 @@ class LocalBackend:
             "gcs_root": str(request.gcs_root) if request.gcs_root else None,
         }
         (request.run_dir / "launch.json").write_text(json.dumps(spec))
+        if self.fork_server is not None:
+            handle = self.fork_server.launch(request, argv, plan)
+            if handle is not None:
+                return handle
         setup = "-" if plan is not None else str(request.gcs_root or "")
         # The supervisor starts with the stop signals blocked (it unblocks them once it can act on them,
         # backends/shim.py): a cancel that lands while its interpreter starts up waits, it does not kill it
@@ -351,9 +369,12 @@ class LocalBackend:
 
     def find(self, run_dir: Path) -> ProcessHandle | None:
         try:
-            pid = int(json.loads((run_dir / "shim.json").read_text())["pid"])
+            record = json.loads((run_dir / "shim.json").read_text())
+            pid = int(record["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        if "zygote" in record:  # forked by the fork server or a warm interpreter: its record says its start
+            return find_warm(run_dir)
         if (run_dir / "exit.json").exists():
             return ProcessHandle(pid=pid, pid_start=0)  # it already ran to the end: poll reads its record
         try:
@@ -419,5 +440,12 @@ class LocalBackend:
     def signal(self, handle: ProcessHandle, signum: int) -> None:
         if not handle.pid_start or not procfs.is_alive(handle.pid, handle.pid_start):
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.killpg(handle.pid, signum)
+        except ProcessLookupError:
+            # A supervisor the fork server forked a moment ago may not lead its group yet: it holds the signal
+            # until it can pass it on (zygote.py).
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(handle.pid, signum)
+        except PermissionError:
+            pass

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from trainworks.backends import procfs
 from trainworks.backends.capture import LOGGER_NAME
-from trainworks.backends.local import SHIM
 from trainworks.backends.memory_limits import memory_cgroup_of
 
 DEFAULT_TERM = "xterm-256color"
@@ -97,8 +96,8 @@ def _namespace(pid: int | str, kind: str) -> str | None:
 
 def command_process(pid: int, pid_start: int) -> int:
     """The replica's command: in a sandbox, the first child of the init of the replica's PID namespace
-    (the supervisor's child); else the supervisor's child for a shim-started replica, or the process itself
-    (a replica forked from a warm interpreter without a sandbox is its own command)."""
+    (the supervisor's child); else the supervisor's child (started cold, forked by the fork server or by a
+    warm interpreter: the supervisor forks the command in each case, shim.supervise)."""
     if not procfs.is_alive(pid, pid_start):
         raise ShellUnavailable("the replica is not running")
     # The supervisor's logger (backends/capture.py) is its child too, but no part of the replica.
@@ -108,8 +107,6 @@ def command_process(pid: int, pid_start: int) -> int:
         if not commands:
             raise ShellUnavailable("the replica's command has ended")
         return commands[0]  # the init starts the command first; orphans it adopts come after
-    if str(SHIM) not in _cmdline(pid):
-        return pid
     if not children:
         raise ShellUnavailable("the replica's command has ended")
     return children[0]  # beside its logger the supervisor forks exactly one child: the command

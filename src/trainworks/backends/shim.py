@@ -118,7 +118,7 @@ def main() -> None:
     os.dup2(devnull, 0)  # the plan's pipe is done with
     os.close(devnull)
     capture = _load("capture").Capture(run_dir)
-    out, err = capture.stdout, capture.stderr
+    err = capture.stderr
     if os.getpgid(0) != os.getpid():
         os.setsid()
     # Written before the command starts, made durable once it has (the command need not wait on the disk).
@@ -130,13 +130,26 @@ def main() -> None:
         except OSError as exc:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
 
+    start = exec_start(argv, cwd, capture, stops)
+    supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record), stops=stops, capture=capture)
+
+
+# What subprocess's restore_signals puts back: Python ignores these at start-up, and an ignored signal stays
+# ignored across exec (a shell pipeline's `| head` would see EPIPE errors instead of ending quietly).
+_RESTORED = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name))
+
+
+def exec_start(argv: list[str], cwd: str, capture: Any, stops: StopWatch) -> Callable[[], None]:
+    """The replica's start (run in its own process, never returns): its stdio on the log's pipes, its working
+    folder, default signal dispositions, then exec of the command (with this process's environment)."""
+
     def start() -> None:
-        os.dup2(out, 1)
-        os.dup2(err, 2)
+        os.dup2(capture.stdout, 1)
+        os.dup2(capture.stderr, 2)
         capture.close_in_child()
         if cwd:
             os.chdir(cwd)
-        for signum in STOPS:
+        for signum in (*STOPS, *_RESTORED):
             signal.signal(signum, signal.SIG_DFL)
         stops.release()  # a stop that came while it was being started ends it here, before it runs
         try:
@@ -145,7 +158,7 @@ def main() -> None:
             os.write(2, f"[trainworks] could not start {argv[0]!r}: {exc}\n".encode())
         os._exit(127)
 
-    supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record), stops=stops, capture=capture)
+    return start
 
 
 def supervise(

@@ -315,25 +315,31 @@ class WarmPool:
                 request
             ),  # the replica's cgroup and sandbox (sandbox.py's format), as for a cold start
         }
-        sent = False
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(_CONNECT_TIMEOUT)
-                sock.connect("\0" + str(record["address"]))
-                sock.sendall(json.dumps(payload).encode())
-                sent = True
-                sock.shutdown(socket.SHUT_WR)
-                chunks = []
-                while chunk := sock.recv(65536):
-                    chunks.append(chunk)
-            reply = json.loads(b"".join(chunks) or b"{}")
-        except (OSError, ValueError):
-            reply = {}
-        if "pid" in reply:
-            return ProcessHandle(pid=int(reply["pid"]), pid_start=int(reply["pid_start"]))
-        if sent:  # the zygote may have started it before the answer was lost: never start a replica twice
-            return find_warm(request.run_dir)
-        return None
+        return fork_from(str(record["address"]), payload)
+
+
+def fork_from(address: str, payload: dict[str, Any]) -> ProcessHandle | None:
+    """Ask the zygote at `address` to fork the replica `payload` describes: its supervisor's handle, or None
+    when the zygote could not be asked (the caller starts the replica otherwise)."""
+    sent = False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(_CONNECT_TIMEOUT)
+            sock.connect("\0" + address)
+            sock.sendall(json.dumps(payload).encode())
+            sent = True
+            sock.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        reply = json.loads(b"".join(chunks) or b"{}")
+    except (OSError, ValueError):
+        reply = {}
+    if "pid" in reply:
+        return ProcessHandle(pid=int(reply["pid"]), pid_start=int(reply["pid_start"]))
+    if sent:  # the zygote may have started it before the answer was lost: never start a replica twice
+        return find_warm(Path(payload["run_dir"]))
+    return None
 
 
 def find_warm(run_dir: Path) -> ProcessHandle | None:
@@ -387,10 +393,7 @@ class WarmStartBackend:
         return self.inner.launch(request)
 
     def find(self, run_dir: Path) -> ProcessHandle | None:
-        record = _read(run_dir / "shim.json")
-        if record is not None and "zygote" in record:
-            return find_warm(run_dir)
-        return self.inner.find(run_dir)
+        return self.inner.find(run_dir)  # LocalBackend.find knows the supervisors zygotes forked
 
     def poll(self, handle: ProcessHandle, run_dir: Path) -> ReplicaStatus:
         return self.inner.poll(handle, run_dir)

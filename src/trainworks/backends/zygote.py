@@ -220,10 +220,24 @@ def _run_training(
 
 
 # ------------------------------------------------------------------ the replica supervisor (child)
-def _supervise(request: dict[str, Any], ready_fd: int) -> None:
-    """shim.main, with the training process forked from this warm interpreter instead of exec'd."""
+def _supervise(request: dict[str, Any]) -> None:
+    """shim.main, with the training process forked from this warm interpreter instead of exec'd; or, for
+    a request with `exec` (the server's fork server), shim.main itself: the command is exec'd as the shim
+    would, and only the supervisor's own interpreter start-up is saved."""
     os.setsid()
     run_dir = request["run_dir"]
+    command = request.get("exec")
+    if command is not None:
+        # As the shim started by the server would be: the replica's environment its own, stderr on shim.log.
+        os.environ.clear()
+        os.environ.update(request["env"])
+        log = os.open(os.path.join(run_dir, "shim.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 2)
+        os.close(log)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.close(devnull)
     capture = _shim._load("capture").Capture(run_dir)
     out, err = capture.stdout, capture.stderr
     shim_record = os.path.join(run_dir, "shim.json")
@@ -234,11 +248,10 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
         ("zygote", os.getppid()),
     ]
     _shim._write_record(shim_record, fields, durable=False)
-    # Held and caught before the server may signal it (it learns the pid from the ready byte).
+    # The stop signals are held from the fork on (the zygote holds them; a child keeps the mask): one the
+    # server sent since it learnt the pid waits, pending, and reaches the command (StopWatch.fork).
     stops = _shim.StopWatch()
     stops.install()
-    os.write(ready_fd, b"1")
-    os.close(ready_fd)
     # The server's plan (memory cgroup, sandbox: sandbox.py), or the /gcs folder of a server without one.
     plan = _shim.read_plan(request.get("gcs_root") or "")
     if request.get("plan") is not None:
@@ -249,9 +262,13 @@ def _supervise(request: dict[str, Any], ready_fd: int) -> None:
         except OSError as exc:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if command is not None:
+        start = _shim.exec_start(command, request.get("cwd") or "", capture, stops)
+    else:
+        start = lambda: _run_training(request, out, err, capture.close_in_child, stops.release)  # noqa: E731
     _shim.supervise(
         plan,
-        lambda: _run_training(request, out, err, capture.close_in_child, stops.release),
+        start,
         run_dir,
         err,
         started=lambda: _shim._fsync(shim_record),
@@ -288,27 +305,23 @@ def _serve_one(listener: socket.socket, conn: socket.socket) -> None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         conn.sendall(json.dumps({"error": f"bad request: {exc}"}).encode())
         return
-    read_fd, write_fd = os.pipe()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     pid = os.fork()
     if pid == 0:
         try:
-            os.close(read_fd)
             listener.close()
             conn.close()
-            _supervise(request, write_fd)
+            _supervise(request)
         except BaseException:  # noqa: BLE001
             traceback.print_exc()
         os._exit(127)
-    os.close(write_fd)
-    ready, _, _ = select.select([read_fd], [], [], 10.0)
-    started = bool(ready) and os.read(read_fd, 1) == b"1"
-    os.close(read_fd)
-    if not started:
-        conn.sendall(json.dumps({"error": "the replica supervisor did not start"}).encode())
-        return
+    # Answered at once: the supervisor sets itself up while the server goes on. A stop signal the server
+    # sends meanwhile is held in it (see main), and a supervisor that fails before it wrote its exit record
+    # is a lost replica to the server's poll, as a cold one would be.
     conn.sendall(json.dumps({"pid": pid, "pid_start": _start_time(pid) or 0}).encode())
+    # The end of the answer now: the child's copy of the connection stays open until it gets to run.
+    conn.shutdown(socket.SHUT_RDWR)
 
 
 def _reap() -> None:
@@ -333,12 +346,37 @@ def _wait_for_claim(state_file: str, timeout: float = 10.0) -> dict[str, Any] | 
     return None
 
 
+def _watch(server: str) -> int | None:
+    """A pidfd of the process `server` ("PID:START") names, that becomes readable once it has ended; None
+    when it has ended already (its pid gone, or reused: another start time)."""
+    pid, start = (int(part) for part in server.split(":"))
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if _start_time(pid) != start:
+        os.close(fd)
+        return None
+    return fd
+
+
 def main() -> None:
     state_file, address, preload = sys.argv[1], sys.argv[2], sys.argv[3]
     modules = [m for m in preload.split(",") if m]
+    # The server's fork server (backends/forkserver.py) names the server: it ends with it (the supervisors it
+    # forked do not). A persistent resource's zygote outlives a server restart instead.
+    server = _watch(sys.argv[4]) if len(sys.argv) > 4 else None
+    # Held here, so every supervisor starts holding them: the server may signal one as soon as it has its
+    # pid. The zygote itself is ended by SIGKILL, by its record no longer naming it or by its server's end.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _shim.STOPS)
+    if len(sys.argv) > 4 and server is None:
+        return
     record = _wait_for_claim(state_file)
     if record is None:
         return
+    for sibling in ("capture", "sandbox", "memory_limits"):  # each supervisor would load them again
+        _shim._load(sibling)
+    importlib.import_module("fcntl")  # capture's, imported where it is used: once here, not in each
     started = time.monotonic()
     for name in modules:
         try:
@@ -368,9 +406,12 @@ def main() -> None:
     _write_json(state_file, record)
     print(f"[trainworks] warm interpreter ready: imported {modules} in {import_seconds:.3f}s", flush=True)
     last_check = time.monotonic()
+    watched = [listener.fileno(), *([] if server is None else [server])]
     while True:
-        readable, _, _ = select.select([listener], [], [], 1.0)
+        readable, _, _ = select.select(watched, [], [], 1.0)
         _reap()
+        if server is not None and server in readable:
+            return
         if time.monotonic() - last_check > _WATCH_SECONDS:
             last_check = time.monotonic()
             if not _still_mine(state_file):

@@ -203,6 +203,12 @@ def serve(
         "--sandbox/--no-sandbox",
         help="Run host replicas sandboxed (docs/isolation.md); --no-sandbox is for debugging only.",
     ),
+    fork_server: bool = typer.Option(
+        True,
+        "--fork-server/--cold-supervisors",
+        help="Fork each replica's supervisor from a warm fork server (docs/scaling.md); "
+        "--cold-supervisors starts each one as a new interpreter (slower; for comparison and debugging).",
+    ),
     replica_memory_scale: float = typer.Option(
         1.0,
         "--replica-memory-scale",
@@ -270,6 +276,7 @@ def serve(
         storage_url=storage_url(host, port, tls is not None),
         tls=tls,
         sandbox=sandbox,
+        fork_server=fork_server,
         replica_memory_scale=replica_memory_scale,
         replica_tmp=replica_tmp,
     )
