@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from importlib import metadata
+from typing import Annotated
+
 import typer
 
 from trainworks.cli.admin import app as admin_app
 from trainworks.cli.serve import serve
 from trainworks.cli.submit import submit
 from trainworks.costs.cli import costs
+from trainworks.kernel.cli import TYPER_SETTINGS
 from trainworks.kinds.clusters.cli import app as clusters_app
 from trainworks.kinds.custom_jobs.cli import app as custom_jobs_app
 from trainworks.kinds.custom_jobs.cli import preempt
@@ -18,9 +22,7 @@ from trainworks.kinds.persistent_resources.cli import app as persistent_resource
 from trainworks.kinds.training_pipelines.cli import app as training_pipelines_app
 from trainworks.kinds.tuning_jobs.cli import app as hp_tuning_jobs_app
 
-app = typer.Typer(
-    no_args_is_help=True, add_completion=False, help="Trainworks: Vertex AI compatible training jobs."
-)
+app = typer.Typer(help="Trainworks: Vertex AI compatible training jobs.", **TYPER_SETTINGS)
 app.command("serve")(serve)
 app.add_typer(custom_jobs_app, name="custom-jobs")
 app.add_typer(hp_tuning_jobs_app, name="hp-tuning-jobs")
@@ -36,8 +38,27 @@ app.command("submit")(submit)
 app.command("tensorboard")(tensorboard)
 
 
+def version_text() -> str:
+    """`trainworks <version>`: the installed distribution's version."""
+    try:
+        return f"trainworks {metadata.version('trainworks')}"
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "trainworks (version unknown: not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(version_text())
+        raise typer.Exit()
+
+
 @app.callback()
-def root() -> None:
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """Trainworks: Vertex AI compatible training jobs on machines you control."""
 
 

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import inspect
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,10 +21,25 @@ from typing import Annotated, Any, Generic, Protocol, TypeVar
 
 import typer
 
-from trainworks.kernel.client import TERMINAL_STATES, ApiError, Client, TrainworksConnectionError
+from trainworks.kernel.client import (
+    TERMINAL_STATES,
+    ApiError,
+    Client,
+    NotTrainworksError,
+    TrainworksConnectionError,
+)
 from trainworks.kernel.longrunning import Operation
 from trainworks.kernel.names import FlagError, NameSpec, parse_name
-from trainworks.kernel.render import OutputFormat, print_data, print_status
+from trainworks.kernel.render import (
+    FormatError,
+    OutputFormat,
+    elapsed_text,
+    parse_format,
+    parse_sort_by,
+    print_data,
+    print_status,
+    sort_records,
+)
 from trainworks.kernel.wire import WireModel
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
@@ -65,9 +81,28 @@ ApiKeyOpt = Annotated[
         "--api-key", envvar="TRAINWORKS_API_KEY", help="API key or bearer token.", show_default=False
     ),
 ]
+
+
+def _format(value: OutputFormat | str) -> OutputFormat:
+    """--format as typer reads it: a bad one is a usage error (exit 2) naming the problem."""
+    if isinstance(value, OutputFormat):
+        return value
+    try:
+        return parse_format(value)
+    except FormatError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 FormatOpt = Annotated[
     OutputFormat,
-    typer.Option("--format", case_sensitive=False, help="human (default), or json / yaml for scripts."),
+    typer.Option(
+        "--format",
+        parser=_format,
+        metavar="FORMAT",
+        help="human (default); json or yaml; or gcloud's value(KEY,...), table(KEY,...), csv(KEY,...) "
+        "with keys such as name.basename() or labels.team, and attributes [no-heading], "
+        "[separator=S]. See docs/cli.md.",
+    ),
 ]
 #: --async and --timeout of the commands that wait for a long-running operation.
 AsyncOpt = Annotated[
@@ -78,7 +113,8 @@ OperationTimeoutOpt = Annotated[
 ]
 #: --timeout and --poll-interval of the `wait` commands.
 WaitTimeoutOpt = Annotated[
-    float | None, typer.Option("--timeout", help="Give up (exit 1) after this many seconds.")
+    float | None,
+    typer.Option("--timeout", help="Give up after this many seconds (exit 4, the job goes on)."),
 ]
 PollIntervalOpt = Annotated[
     float, typer.Option("--poll-interval", min=0.05, help="Longest pause between polls.")
@@ -87,6 +123,11 @@ PollIntervalOpt = Annotated[
 DeleteAsyncOpt = Annotated[bool, typer.Option("--async", help="Return without waiting for the deletion.")]
 DeleteTimeoutOpt = Annotated[
     float, typer.Option("--timeout", min=0.0, help="Seconds to wait for the deletion.")
+]
+#: --quiet of the commands that ask before they destroy something (gcloud's global flag).
+QuietOpt = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="Do not ask for confirmation (asked only on a terminal)."),
 ]
 #: --labels of the commands that create a resource (repeatable, merged).
 LabelsOpt = Annotated[list[str] | None, typer.Option("--labels", metavar="KEY=VALUE,...")]
@@ -97,9 +138,14 @@ JobDisplayNameOpt = Annotated[
 ]
 
 
+#: How every command group is made. Help is click's plain help, which wraps long lines (rich's panels cut
+#: words such as an env var's name with `…` at 80 columns).
+TYPER_SETTINGS: dict[str, Any] = {"no_args_is_help": True, "add_completion": False, "rich_markup_mode": None}
+
+
 def group(name: str, help: str) -> typer.Typer:
     """A command group (`trainworks <name> ...`), such as a kind's: bare, it shows its help."""
-    return typer.Typer(name=name, no_args_is_help=True, add_completion=False, help=help)
+    return typer.Typer(name=name, help=help, **TYPER_SETTINGS)
 
 
 def name_argument(spec: NameSpec, help: str | None = None) -> Any:
@@ -121,7 +167,7 @@ class Options:
 
     @property
     def human(self) -> bool:
-        return self.format == OutputFormat.human
+        return self.format.name == "human"
 
     @property
     def url(self) -> str:
@@ -163,6 +209,50 @@ class Options:
             print_data(data, self.format)
 
 
+# ====================================================================== exit codes
+#: What `wait` exits with, so that scripts tell the outcomes apart (documented in docs/cli.md). Errors (API,
+#: connection) exit 1 and bad flags 2, as every command does.
+EXIT_SUCCEEDED = 0
+EXIT_FAILED = 1  # the job ended FAILED, EXPIRED or PARTIALLY_SUCCEEDED
+EXIT_CANCELLED = 3  # the job ended CANCELLED
+EXIT_TIMEOUT = 4  # --timeout passed first; the job goes on
+WAIT_EXIT_CODES_HELP = (
+    "Exit codes: 0 the job succeeded, 1 it failed (or an error), 2 bad flags, 3 it was cancelled, "
+    "4 --timeout passed first (the job goes on)."
+)
+
+
+def exit_code_of(state: str, succeeded: str) -> int:
+    """The exit code of `wait` for a job that ended in `state`."""
+    if state == succeeded:
+        return EXIT_SUCCEEDED
+    return EXIT_CANCELLED if state.endswith("_CANCELLED") else EXIT_FAILED
+
+
+# ====================================================================== confirmation
+#: The --quiet option of `resource_command`.
+QUIET = ("quiet", QuietOpt, False)
+
+
+def confirm_deletion(kind: str, name: str, quiet: bool) -> None:
+    """gcloud's question before a deletion (`confirm`)."""
+    confirm(f"You are about to delete {kind} [{name}].", quiet)
+
+
+def confirm(message: str, quiet: bool) -> None:
+    """Ask `message` and `Do you want to continue (Y/n)?` as gcloud does before it deletes, when stdin and
+    stderr are a terminal and not --quiet; "n" aborts (exit 1). Without a terminal (a script, CI, output
+    captured) it goes on without asking, as gcloud does: it takes the default answer, yes."""
+    if quiet or not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return
+    sys.stderr.write(f"{message}\n\nDo you want to continue (Y/n)?  ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if answer.strip().lower() not in ("", "y", "yes"):
+        print_status("Aborted by user.")
+        raise typer.Exit(1)
+
+
 # ====================================================================== errors
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -186,6 +276,9 @@ def handle_errors(func: F) -> F:
         try:
             with usage_errors(FlagError):
                 return func(*args, **kwargs)
+        except NotTrainworksError as exc:
+            print_status(f"ERROR: {exc.message}")
+            raise typer.Exit(1) from None
         except ApiError as exc:
             print_status(f"ERROR: {exc.status}: {exc.message}")
             for field, description in exc.violations:
@@ -288,21 +381,23 @@ class ListQuery:
     order_by: str = ""
     page_size: int = 0
     limit: int | None = None
+    sort_by: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
-        """The page size to ask for (`page_size_for`)."""
-        return page_size_for(self.page_size, self.limit)
+        """The page size to ask for (`page_size_for`); --sort-by reads every page, whatever --limit."""
+        return page_size_for(self.page_size, None if self.sort_by else self.limit)
 
 
 @dataclass(frozen=True)
 class ListFlags:
-    """The help text of each option of a `list` command; an option without one is not offered."""
+    """The help text of each option of a `list` command; an option without one is not offered. Every list
+    takes gcloud's --sort-by, --limit and --page-size."""
 
     filter: str | None = None
-    order_by: tuple[str, str] | None = None  # its flag (--order-by, --sort-by) and help
-    limit: str | None = None
-    page_size: str | None = None
+    order_by: tuple[str, str] | None = None  # the server's orderBy: its flag (--order-by) and help
+    limit: str | None = "Show at most this many (after --sort-by)."
+    page_size: str | None = "Items per request (0: server default)."
 
     def options(self) -> list[tuple[str, Any, Any]]:
         """The options offered, in help order, as `resource_command` takes them."""
@@ -312,6 +407,13 @@ class ListFlags:
         if self.order_by is not None:
             flag, help = self.order_by
             options.append(("order_by", Annotated[str, typer.Option(flag, help=help)], ""))
+        sort_by = typer.Option(
+            "--sort-by",
+            metavar="[~]KEY,...",
+            help="Sort by these keys of the resource (e.g. createTime, displayName); ~KEY sorts "
+            "descending. Sorted here, after listing every page.",
+        )
+        options.append(("sort_by", Annotated[list[str] | None, sort_by], None))
         if self.limit is not None:
             limit = typer.Option("--limit", min=1, help=self.limit)
             options.append(("limit", Annotated[int | None, limit], None))
@@ -330,6 +432,37 @@ JOB_LIST_FLAGS = ListFlags(
 
 
 # ====================================================================== waiting for jobs
+class WaitProgress:
+    """What `wait` shows on a terminal (stderr): a line per state change with the time since the wait
+    began, and a live `elapsed` line while the job runs. Nothing when stderr is not a terminal."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.started = time.monotonic()
+        self.state: str | None = None
+        self.status: Any = None
+        if sys.stderr.isatty():
+            from trainworks.kernel.render import console
+
+            self.status = console(stderr=True).status(f"Waiting for {what}...")
+            self.status.start()
+
+    def seen(self, state: str) -> None:
+        if self.status is None:
+            return
+        from rich.markup import escape
+
+        elapsed = elapsed_text(time.monotonic() - self.started)
+        if state != self.state:
+            self.status.console.print(escape(f"[{elapsed}] {self.what} is {state}"), highlight=False)
+            self.state = state
+        self.status.update(escape(f"Waiting for {self.what}: {state}, {elapsed} elapsed"))
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
 def poll_until_done(
     fetch: Callable[[], J],
     what: str,
@@ -338,31 +471,41 @@ def poll_until_done(
     format: OutputFormat,
     terminal: Iterable[str] = TERMINAL_STATES,
 ) -> J:
-    """Poll `fetch` (with growing pauses up to `poll_interval`) until the job is in a `terminal` state.
+    """Poll `fetch` (with growing pauses up to `poll_interval`) until the job is in a `terminal` state,
+    showing its progress on a terminal (`WaitProgress`).
 
-    On timeout it prints the job (for json/yaml) and the error, and exits 1."""
+    On timeout it prints the job (for json/yaml) and the error, and exits EXIT_TIMEOUT."""
     terminal = frozenset(terminal)
     deadline = None if timeout is None else time.monotonic() + timeout
     pause = 0.1
     job = fetch()
-    while job.state.name not in terminal:
-        if deadline is not None and time.monotonic() >= deadline:
-            if format != OutputFormat.human:
-                print_data(job.to_wire(), format)
-            state = job.state.name if job.state else None  # an unspecified state is not on the wire
-            print_status(f"ERROR: timed out after {timeout:g}s; {what} is {state}.")
-            raise typer.Exit(1)
-        time.sleep(pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0.0)))
-        pause = min(pause * 1.5, poll_interval)
-        job = fetch()
+    what = re.sub(r"\[[^\]]*\]", lambda _: f"[{job.name}]", what, count=1)  # the server's name
+    progress = WaitProgress(what)
+    try:
+        while job.state.name not in terminal:
+            progress.seen(job.state.name)
+            if deadline is not None and time.monotonic() >= deadline:
+                progress.stop()
+                if format.name != "human":
+                    print_data(job.to_wire(), format)
+                state = job.state.name if job.state else None  # an unspecified state is not on the wire
+                print_status(f"ERROR: timed out after {timeout:g}s; {what} is {state}.")
+                raise typer.Exit(EXIT_TIMEOUT)
+            time.sleep(pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0.0)))
+            pause = min(pause * 1.5, poll_interval)
+            job = fetch()
+        progress.seen(job.state.name)
+    finally:
+        progress.stop()
     return job
 
 
 def show_final(opts: Options, job: J, summary: Callable[[J], None], succeeded: str) -> None:
-    """Show a job that `wait` saw end; exit 1 unless it ended in `succeeded`."""
+    """Show a job that `wait` saw end; exit with its code (`exit_code_of`) unless it succeeded."""
     opts.show(job, summary)
-    if job.state.name != succeeded:
-        raise typer.Exit(1)
+    code = exit_code_of(job.state.name, succeeded)
+    if code:
+        raise typer.Exit(code)
 
 
 def wait_for_end(
@@ -423,6 +566,15 @@ def report_cancel(opts: Options, kind: str, name: str, wait_command: str | None)
     print_status(message)
 
 
+def server_name(answered: str, name: str) -> str:
+    """`name` as the server spells it: with the `projects/<number>/locations/L` of a name it answered with
+    (an operation's, a resource's), so that every command prints one name whatever --project was."""
+    theirs, ours = answered.split("/"), name.split("/")
+    if len(theirs) >= 4 and len(ours) >= 4 and theirs[0] == ours[0] == "projects" and theirs[3] == ours[3]:
+        return "/".join(theirs[:4] + ours[4:])
+    return name
+
+
 def delete_job(
     opts: Options,
     kind: str,
@@ -439,6 +591,7 @@ def delete_job(
     (else it is reported as in progress)."""
     with opts.client(client_type) as client:
         op = delete(client)
+        name = server_name(op.name, name)
         if not async_ and not op.done:
             if opts.human:
                 print_status(f"Waiting for operation [{op.name}] to complete...")
@@ -572,15 +725,16 @@ def run_deletion(
     opts: Options,
     client_type: type[C],
     delete: Callable[[C], Operation],
-    what: str,
+    kind: str,
+    name: str,
     timeout: float,
     doing: str = "delete",
 ) -> None:
-    """Delete `what` through its operation in the foreground (`run_operation`, failing as `doing what`),
-    then say so to humans."""
-    run_operation(opts, client_type, delete, f"{doing} {what}", timeout)
+    """Delete `kind [name]` through its operation in the foreground (`run_operation`, failing as
+    `doing kind [name]`), then say so to humans (with the server's name)."""
+    op = run_operation(opts, client_type, delete, f"{doing} {kind} [{name}]", timeout)
     if opts.human:
-        print_status(f"Deleted {what}.")
+        print_status(f"Deleted {kind} [{server_name(op.name, name)}].")
 
 
 def exit_unless_succeeded(op: Operation, what: str, timeout: float) -> None:
@@ -652,12 +806,22 @@ class ResourceCommands(Generic[C]):
 
         resource_command(self.app, "describe", doc, self.arg, run)
 
-    def cancel(self, doc: str, cancel: Callable[[C, str], None], wait_group: str | None) -> None:
-        """`cancel`: ask the job to stop (`report_cancel`, hinting `wait_group`'s wait)."""
+    def cancel(
+        self,
+        doc: str,
+        cancel: Callable[[C, str], None],
+        wait_group: str | None,
+        get: Callable[[C, str], Job],
+    ) -> None:
+        """`cancel`: ask the job to stop (`report_cancel`, hinting `wait_group`'s wait). The job is read
+        back (`get`) for the name the server gives it."""
 
         def run(opts: Options, resource: str) -> None:
             name = opts.name(self.spec, resource)
-            opts.call(self.client_type, lambda client: cancel(client, name))
+            with opts.client(self.client_type) as client:
+                cancel(client, name)
+                if opts.human:
+                    name = get(client, name).name
             report_cancel(opts, self.spec.kind, name, wait_group)
 
         resource_command(self.app, "cancel", doc, self.arg, run)
@@ -671,8 +835,9 @@ class ResourceCommands(Generic[C]):
     ) -> None:
         """`delete` of a job: --async, --timeout (`timeout_opt`, 300s), then `delete_job`."""
 
-        def run(opts: Options, resource: str, async_: bool, timeout: float) -> None:
+        def run(opts: Options, resource: str, async_: bool, timeout: float, quiet: bool) -> None:
             name = opts.name(self.spec, resource)
+            confirm_deletion(self.spec.kind, name, quiet)
             delete_job(
                 opts,
                 self.spec.kind,
@@ -684,7 +849,7 @@ class ResourceCommands(Generic[C]):
                 unfinished_fails,
             )
 
-        options = (("async_", DeleteAsyncOpt, False), ("timeout", timeout_opt, 300.0))
+        options = (("async_", DeleteAsyncOpt, False), ("timeout", timeout_opt, 300.0), QUIET)
         resource_command(self.app, "delete", doc, self.arg, run, options)
 
     def wait(
@@ -694,7 +859,7 @@ class ResourceCommands(Generic[C]):
         summary: Callable[[J], None],
         succeeded: str = "JOB_STATE_SUCCEEDED",
     ) -> None:
-        """`wait`: --timeout, --poll-interval, then `wait_for_end`."""
+        """`wait`: --timeout, --poll-interval, then `wait_for_end`; the help ends with the exit codes."""
 
         def run(opts: Options, resource: str, timeout: float | None, poll_interval: float) -> None:
             name = opts.name(self.spec, resource)
@@ -706,19 +871,27 @@ class ResourceCommands(Generic[C]):
             wait_for_end(opts, self.client_type, fetch, what, timeout, poll_interval, summary, succeeded)
 
         options = (("timeout", WaitTimeoutOpt, None), ("poll_interval", PollIntervalOpt, 2.0))
-        resource_command(self.app, "wait", doc, self.arg, run, options)
+        resource_command(self.app, "wait", f"{doc}\n\n{WAIT_EXIT_CODES_HELP}", self.arg, run, options)
 
     def operation(
         self, action: str, doc: str, target: OperationTarget[C, Any], start: Callable[[C, str], Operation]
     ) -> None:
-        """Command `action` (e.g. delete, reboot): --async, --timeout (600s), then `target.run`."""
+        """Command `action` (e.g. delete, reboot): --async, --timeout (600s), then `target.run`. `delete`
+        asks first (--quiet does not)."""
 
-        def run(opts: Options, resource: str, async_: bool, timeout: float) -> None:
+        def run(opts: Options, resource: str, async_: bool, timeout: float, quiet: bool = True) -> None:
             name = opts.name(self.spec, resource)
+            if action == "delete":
+                confirm_deletion(target.kind, name, quiet)
             target.run(opts, action, name, async_, timeout, lambda client: start(client, name))
 
-        options = (("async_", AsyncOpt, False), ("timeout", OperationTimeoutOpt, 600.0))
-        resource_command(self.app, action, doc, self.arg, run, options)
+        options: tuple[tuple[str, Any, Any], ...] = (
+            ("async_", AsyncOpt, False),
+            ("timeout", OperationTimeoutOpt, 600.0),
+        )
+        resource_command(
+            self.app, action, doc, self.arg, run, options + ((QUIET,) if action == "delete" else ())
+        )
 
     def delete_and_wait(
         self,
@@ -733,14 +906,17 @@ class ResourceCommands(Generic[C]):
         """Command `command` (`delete`) that waits for the deletion: --timeout (300s), then `run_deletion` of
         `what` (default: the spec's kind) [name]. `check(argument, name)` may refuse the name first."""
 
-        def run(opts: Options, resource: str, timeout: float) -> None:
+        def run(opts: Options, resource: str, timeout: float, quiet: bool) -> None:
             name = opts.name(self.spec, resource)
             if check is not None:
                 check(resource, name)
-            target = f"{what or self.spec.kind} [{name}]"
-            run_deletion(opts, self.client_type, lambda client: delete(client, name), target, timeout, doing)
+            kind = what or self.spec.kind
+            confirm_deletion(kind, name, quiet)
+            run_deletion(
+                opts, self.client_type, lambda client: delete(client, name), kind, name, timeout, doing
+            )
 
-        options = (("timeout", DeleteTimeoutOpt, 300.0),)
+        options = (("timeout", DeleteTimeoutOpt, 300.0), QUIET)
         resource_command(self.app, command, doc, self.arg, run, options)
 
     def list_(
@@ -754,10 +930,15 @@ class ResourceCommands(Generic[C]):
         """`list`: the options of `flags`, then the first --limit items `fetch` gives for them (all without
         --limit), shown by `table`. For humans, `complete` (same client) may add what List leaves out."""
 
-        def run(opts: Options, **values: Any) -> None:
-            query = ListQuery(opts.parent(), **values)
+        def run(opts: Options, sort_by: list[str] | None, **values: Any) -> None:
+            with usage_errors(FormatError):
+                keys = parse_sort_by(sort_by or [])
+            query = ListQuery(opts.parent(), sort_by=tuple(sort_by or ()), **values)
             with opts.client(self.client_type) as client:
-                items = take(fetch(client, query), query.limit)
+                if keys:  # every item first: the first --limit in the asked order (gcloud does the same)
+                    items = take(sort_records(list(fetch(client, query)), keys), query.limit)
+                else:
+                    items = take(fetch(client, query), query.limit)
                 if complete is not None and opts.human:
                     items = complete(client, items)
             opts.show(items, table)
@@ -767,12 +948,15 @@ class ResourceCommands(Generic[C]):
 
 __all__ = [
     "ALL_OPTIONS",
-    "DEFAULT_ENDPOINT",
-    "NO_FORMAT",
     "ApiKeyOpt",
     "AsyncOpt",
+    "DEFAULT_ENDPOINT",
     "DeleteAsyncOpt",
     "DeleteTimeoutOpt",
+    "EXIT_CANCELLED",
+    "EXIT_FAILED",
+    "EXIT_SUCCEEDED",
+    "EXIT_TIMEOUT",
     "EndpointOpt",
     "FormatOpt",
     "JOB_LIST_FLAGS",
@@ -780,17 +964,26 @@ __all__ = [
     "LabelsOpt",
     "ListFlags",
     "ListQuery",
+    "NO_FORMAT",
     "OperationTarget",
     "OperationTimeoutOpt",
     "Options",
     "PollIntervalOpt",
-    "ResourceCommands",
     "ProjectOpt",
+    "QUIET",
+    "QuietOpt",
     "RegionOpt",
+    "ResourceCommands",
+    "TYPER_SETTINGS",
+    "WAIT_EXIT_CODES_HELP",
+    "WaitProgress",
     "WaitTimeoutOpt",
     "comma_separated",
     "command",
+    "confirm",
+    "confirm_deletion",
     "delete_job",
+    "exit_code_of",
     "exit_unless_succeeded",
     "group",
     "handle_errors",
@@ -804,6 +997,7 @@ __all__ = [
     "resource_command",
     "run_deletion",
     "run_operation",
+    "server_name",
     "show_final",
     "take",
     "usage_errors",

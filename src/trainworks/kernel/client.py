@@ -116,6 +116,24 @@ class ApiError(Exception):
         return cls(code, str(status), str(message), violations)
 
 
+class NotTrainworksError(ApiError):
+    """The endpoint answered with something no Trainworks server sends (an HTML page): the wrong URL."""
+
+    @classmethod
+    def check(cls, endpoint: str, response: httpx.Response) -> None:
+        """Raise when `response` is an HTML page (a web server, a proxy's login page...) instead of JSON."""
+        content_type = response.headers.get("content-type", "").lower()
+        head = response.content[:200].lstrip().lower()
+        if "text/html" in content_type or head.startswith((b"<!doctype html", b"<html")):
+            code = response.status_code
+            raise cls(
+                code,
+                _HTTP_STATUS_NAMES.get(code, "UNKNOWN"),
+                f"{endpoint} answered {code} with an HTML page: is it a Trainworks server? "
+                "(--endpoint / TRAINWORKS_ENDPOINT)",
+            )
+
+
 class TrainworksConnectionError(Exception):
     """The server could not be reached (refused, DNS, TLS, timed out...)."""
 
@@ -194,6 +212,7 @@ class Client:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise TrainworksConnectionError(self.endpoint, exc) from exc
+        NotTrainworksError.check(self.endpoint, response)
         if response.status_code >= 400:
             raise ApiError.from_response(response)
         if not response.content:
@@ -224,6 +243,7 @@ class Client:
             with self._http.stream("GET", path, params=sent, timeout=timeout) as response:
                 if response.status_code >= 400:
                     response.read()
+                    NotTrainworksError.check(self.endpoint, response)
                     raise ApiError.from_response(response)
                 for line in response.iter_lines():
                     if line.strip():
@@ -340,6 +360,7 @@ __all__ = [
     "ApiError",
     "Client",
     "JsonObject",
+    "NotTrainworksError",
     "QueryParams",
     "QueryValue",
     "TrainworksConnectionError",

@@ -6,25 +6,77 @@ read by attribute for humans; timestamps and durations show as on the wire."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Any, Literal, Protocol, TypeGuard, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeGuard, TypeVar
 
 import yaml
 
 from trainworks.kernel.status import Status
 from trainworks.kernel.wire import WireModel, format_duration, format_timestamp
 
+T = TypeVar("T")
 
-class OutputFormat(StrEnum):
-    human = "human"
-    json = "json"
-    yaml = "yaml"
+
+#: The --format names: `human` (rich summaries and tables) and gcloud's. `default` is gcloud's name for human.
+FORMAT_NAMES = ("human", "json", "yaml", "value", "table", "csv")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One resource key of a format's projection: `a.b[0].c`, optionally `.basename()` and `:label=L`."""
+
+    text: str  # as written, without its attributes: a csv header
+    path: tuple[str | int, ...]
+    transform: str = ""  # "basename" or "len"
+    label: str = ""
+
+    @property
+    def header(self) -> str:
+        """The table header: the label, else the last name of the path in UPPER_SNAKE (`createTime` ->
+        `CREATE_TIME`), as gcloud's table() heads its columns."""
+        if self.label:
+            return self.label
+        last = next((part for part in reversed(self.path) if isinstance(part, str)), self.text)
+        return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", last).upper()
+
+    def value(self, record: Any) -> Any:
+        """What this key reaches in a JSON record (None when it is not there), transformed."""
+        value = lookup(record, self.path)
+        if self.transform == "basename" and isinstance(value, str):
+            return value.rstrip("/").rsplit("/", 1)[-1]
+        if self.transform == "len":
+            return len(value) if isinstance(value, list | dict | str) else 0
+        return value
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """A --format: `NAME[ATTRIBUTES](KEY, ...)` as gcloud reads it (`parse_format`); `human` by default."""
+
+    name: str = "human"
+    keys: tuple[Key, ...] = ()
+    heading: bool = True  # [no-heading] drops the header line of table() and csv()
+    separator: str | None = None  # [separator=S]: between the columns of value() and csv()
+
+    human: ClassVar[OutputFormat]
+    json: ClassVar[OutputFormat]
+    yaml: ClassVar[OutputFormat]
+
+    def __str__(self) -> str:  # typer shows the default as this
+        return self.name
+
+
+OutputFormat.human = OutputFormat("human")
+OutputFormat.json = OutputFormat("json")
+OutputFormat.yaml = OutputFormat("yaml")
 
 
 def print_status(message: str) -> None:
@@ -42,14 +94,214 @@ def wire_json(data: Any) -> Any:
     return data
 
 
+class FormatError(ValueError):
+    """A --format or --sort-by that cannot be read."""
+
+
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    """`text` split on `sep` outside parentheses, brackets and quotes."""
+    parts, depth, quote, current = [], 0, "", ""
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == sep and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        current += char
+    parts.append(current)
+    return [part.strip() for part in parts if part.strip()]
+
+
+_SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)((?:\[-?\d+\])*)$")
+_TRANSFORMS = {"basename()": "basename", "len()": "len"}
+
+
+def parse_key(text: str) -> Key:
+    """A resource key: dotted names with `[N]` list indexes, an optional `.basename()`/`.len()` transform
+    and `:label=L` (other attributes, such as gcloud's `:sort=1`, are ignored)."""
+    body, *attributes = text.split(":")
+    label = ""
+    for attribute in attributes:
+        name, _, value = attribute.partition("=")
+        if name.strip() == "label":
+            label = value.strip().strip("'\"")
+    parts = body.strip().split(".")
+    transform = ""
+    if len(parts) > 1 and parts[-1] in _TRANSFORMS:
+        transform = _TRANSFORMS[parts.pop()]
+    path: list[str | int] = []
+    for part in parts:
+        match = _SEGMENT.match(part)
+        if not match:
+            raise FormatError(f"bad resource key [{text}]: use names such as jobSpec.workerPoolSpecs[0]")
+        path.append(match.group(1))
+        path += [int(index) for index in re.findall(r"-?\d+", match.group(2))]
+    return Key(".".join(parts), tuple(path), transform, label)
+
+
+_FORMAT = re.compile(r"^\s*([A-Za-z]+)\s*(?:\[(.*?)\])?\s*(?:\((.*)\))?\s*(?:\[(.*?)\])?\s*$", re.S)
+
+
+def parse_format(text: str) -> OutputFormat:
+    """A --format value: `human`/`default`, `json`, `yaml`, or `value(KEYS)`, `table(KEYS)`, `csv(KEYS)`,
+    each with optional `[no-heading]` / `[separator=S]` attributes (json and yaml may take KEYS too)."""
+    match = _FORMAT.match(text)
+    if not match:
+        raise FormatError(f"bad format [{text}]: use NAME[ATTRIBUTES](KEY,...), e.g. value(name)")
+    name = match.group(1).lower()
+    name = "human" if name == "default" else name
+    if name not in FORMAT_NAMES:
+        raise FormatError(f"unknown format [{name}]: use one of {', '.join(FORMAT_NAMES)}")
+    keys = tuple(parse_key(key) for key in _split_top(match.group(3) or ""))
+    if name in ("value", "table", "csv") and not keys:
+        raise FormatError(f"{name}() needs the keys to show, e.g. {name}(name,state)")
+    if name == "human" and keys:
+        raise FormatError("the human format takes no keys: use table(...) to choose columns")
+    heading, separator = True, None
+    for attribute in _split_top(",".join(filter(None, (match.group(2), match.group(4))))):
+        attr, _, value = attribute.partition("=")
+        if attr.strip() == "no-heading":
+            heading = False
+        elif attr.strip() == "separator":
+            separator = value.strip().strip("'\"").encode().decode("unicode_escape")
+    return OutputFormat(name, keys, heading, separator)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def lookup(record: Any, path: Sequence[str | int]) -> Any:
+    """The value at `path` in a JSON record; None when it is not there. A name matches its key as
+    written or in camelCase (`create_time` finds `createTime`), as gcloud's keys do."""
+    value = record
+    for part in path:
+        if isinstance(part, int):
+            if not isinstance(value, list) or not -len(value) <= part < len(value):
+                return None
+            value = value[part]
+        elif isinstance(value, dict):
+            value = value.get(part, value.get(_camel(part)))
+        else:
+            return None
+    return value
+
+
+def cell_text(value: Any) -> str:
+    """A value in value()/table()/csv(): lists joined by `;`, maps as `k=v;...`, nothing as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, list):
+        return ";".join(cell_text(item) for item in value)
+    if isinstance(value, dict):
+        return ";".join(f"{k}={cell_text(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _project(record: Any, keys: Sequence[Key]) -> Any:
+    """Only `keys` of a record, nested as in the record (json(...) and yaml(...))."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        value = key.value(record)
+        if value is None:
+            continue
+        names = [part for part in key.path if isinstance(part, str)] or [key.text]
+        target = out
+        for name in names[:-1]:
+            target = target.setdefault(name, {})
+        target[names[-1]] = value
+    return out
+
+
+def _rows(records: list[Any], fmt: OutputFormat) -> list[list[str]]:
+    return [[cell_text(key.value(record)) for key in fmt.keys] for record in records]
+
+
+def format_records(records: list[Any], fmt: OutputFormat) -> str:
+    """Records (JSON objects) as value(), table() or csv() text, each line ending in a newline."""
+    rows = _rows(records, fmt)
+    if fmt.name == "value":
+        separator = "\t" if fmt.separator is None else fmt.separator
+        return "".join(separator.join(row) + "\n" for row in rows)
+    if fmt.name == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, delimiter=fmt.separator or ",", lineterminator="\n")
+        if fmt.heading:
+            writer.writerow([key.label or key.text for key in fmt.keys])
+        writer.writerows(rows)
+        return buffer.getvalue()
+    if fmt.heading:
+        rows.insert(0, [key.header for key in fmt.keys])
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(len(fmt.keys))]
+    return "".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n"
+        for row in rows
+    )
+
+
 def print_data(data: Any, fmt: OutputFormat) -> None:
-    """A result for scripts (`wire_json`): YAML for `--format=yaml`, indented JSON otherwise."""
+    """A result for scripts (`wire_json`): YAML for `--format=yaml`, the keys of value()/table()/csv() (one
+    line per item of a list), indented JSON otherwise. json(...) and yaml(...) keep only their keys."""
     data = wire_json(data)
-    if fmt == OutputFormat.yaml:
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    records = data if isinstance(data, list) else [data]
+    if fmt.name in ("value", "table", "csv"):
+        sys.stdout.write(format_records(records, fmt))
     else:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        if fmt.keys:
+            projected = [_project(record, fmt.keys) for record in records]
+            data = projected if isinstance(data, list) else projected[0]
+        if fmt.name == "yaml":
+            sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        else:
+            sys.stdout.write(json.dumps(data, indent=2) + "\n")
     sys.stdout.flush()
+
+
+def parse_sort_by(values: Sequence[str]) -> list[tuple[Key, bool]]:
+    """--sort-by keys, comma-separated or repeated: (key, descending); `~key` (gcloud) or `key desc`
+    (AIP-132 style) sort descending."""
+    keys: list[tuple[Key, bool]] = []
+    for value in values:
+        for part in _split_top(value):
+            descending = part.startswith("~")
+            words = part.lstrip("~").split()
+            if len(words) == 2 and words[1].lower() in ("asc", "desc"):
+                descending = words[1].lower() == "desc"
+            elif len(words) != 1:
+                raise FormatError(f"bad sort key [{part}]: use FIELD or ~FIELD (descending)")
+            keys.append((parse_key(words[0]), descending))
+    return keys
+
+
+def sort_records(items: list[T], sort_by: Sequence[tuple[Key, bool]]) -> list[T]:
+    """`items` sorted by their wire JSON at each key, the last key first (a stable sort per key); missing
+    values sort first, as gcloud's do."""
+
+    def order(value: Any) -> tuple[int, Any]:
+        if value is None:
+            return (0, "")
+        if isinstance(value, bool | int | float):
+            return (1, value)
+        text = cell_text(value)
+        try:
+            return (1, float(text))  # int64 fields are strings on the wire
+        except ValueError:
+            return (2, text)
+
+    result = list(items)
+    for key, descending in reversed(sort_by):
+        result.sort(key=lambda item: order(key.value(wire_json(item))), reverse=descending)
+    return result
 
 
 # ====================================================================== human output (rich)
@@ -99,10 +351,17 @@ class Resource(Protocol):
 
 
 def run_time(start: datetime | None, end: datetime | None) -> str:
-    """startTime to endTime as `1h02m03s` / `4m05s` / `6.0s`; empty until the resource has ended."""
-    if start is None or end is None:
+    """startTime to endTime as `1h02m03s` / `4m05s` / `6.0s`; a started job without an end is still
+    running: its run time so far. Empty until it starts."""
+    if start is None:
         return ""
-    seconds = max((end - start).total_seconds(), 0.0)
+    if end is None:
+        end = datetime.now(start.tzinfo)
+    return elapsed_text(max((end - start).total_seconds(), 0.0))
+
+
+def elapsed_text(seconds: float) -> str:
+    """Seconds as `1h02m03s` / `4m05s` / `6.0s`."""
     minutes, secs = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     if hours:
@@ -162,8 +421,11 @@ def header_rows(
     ):
         if value is not None:
             rows.append((label, time_text(value)))
-    if run_time(resource.start_time, end_time):
-        rows.append(("Run time", run_time(resource.start_time, end_time)))
+    # A resource that ends (a job) shows its run time, so far while it runs; a persistent resource has none.
+    if end_time is not None or hasattr(resource, "end_time"):
+        shown = run_time(resource.start_time, end_time)
+        if shown:
+            rows.append(("Run time", shown + ("" if end_time is not None else " (running)")))
     if resource.error is not None:
         rows.append(("Error", error_text(resource.error)))
     if resource.labels:
@@ -314,6 +576,17 @@ __all__ = [
     "print_table",
     "resource_id",
     "run_time",
+    "elapsed_text",
+    "FormatError",
+    "Key",
+    "cell_text",
+    "format_records",
+    "lookup",
+    "parse_format",
+    "parse_key",
+    "parse_sort_by",
+    "sort_records",
+    "FORMAT_NAMES",
     "state_name",
     "styled",
     "table",

@@ -602,7 +602,7 @@ def test_cancel_a_sleeping_job(server: ServerProcess) -> None:
     result = ok(run_cli(server, "cancel", job["name"].rsplit("/", 1)[-1], *REGION))
     assert "Request to cancel CustomJob" in result.stderr
     waited = run_cli(server, "wait", job["name"], "--format", "json", "--timeout", "120")
-    assert waited.returncode == 1, waited.stderr
+    assert waited.returncode == 3, waited.stderr  # issue 19: a cancelled job exits 3
     final = json.loads(waited.stdout)
     assert final["state"] == "JOB_STATE_CANCELLED"
     assert final["error"]["code"] == 1
@@ -621,7 +621,7 @@ def test_wait_exits_one_when_the_job_fails(server: ServerProcess) -> None:
     assert "JOB_STATE_FAILED" in result.stdout
 
 
-def test_wait_times_out_with_exit_one(server: ServerProcess) -> None:
+def test_wait_times_out_with_exit_four(server: ServerProcess) -> None:
     job = create_json(
         server,
         "--display-name",
@@ -631,7 +631,7 @@ def test_wait_times_out_with_exit_one(server: ServerProcess) -> None:
     )
     try:
         result = run_cli(server, "wait", job["name"], "--timeout", "0.5")
-        assert result.returncode == 1
+        assert result.returncode == 4  # issue 19: a wait timeout exits 4, apart from a failed job
         assert "timed out" in result.stderr
     finally:
         ok(run_cli(server, "cancel", job["name"]))

@@ -391,7 +391,8 @@ def test_local_package_runs_and_is_staged_once_per_content(
     offline_server: ServerProcess, tmp_path: Path
 ) -> None:
     root = write_package(tmp_path / "proj")
-    name, stderr = submit(offline_server, root)
+    # The bucket is new: asked for (a missing bucket is an error without the flag).
+    name, stderr = submit(offline_server, root, "--create-staging-bucket")
     assert "Uploaded the package to" in stderr
     assert "uploading proj-" in stderr  # the progress bar
     uri = staged_uri(stderr)

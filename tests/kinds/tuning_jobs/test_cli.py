@@ -342,7 +342,7 @@ def test_cancel_then_delete_a_slow_study(server: ServerProcess, tmp_path: Path, 
     assert "Request to cancel" in result.stderr
 
     waited = cli(server, "wait", name, "--poll-interval", "0.2", "--timeout", "150")
-    assert waited.returncode == 1, waited.stderr
+    assert waited.returncode == 3, waited.stderr  # issue 19: a cancelled job exits 3
     assert "JOB_STATE_CANCELLED" in waited.stdout and "Traceback" not in waited.stderr
     job = describe_json(server, name)
     assert job["state"] == "JOB_STATE_CANCELLED" and job["error"]["code"] == 1

@@ -308,12 +308,24 @@ def stage_package(
     plan: PackagePlan,
     progress: Progress | None = None,
     on_total: Callable[[int], None] | None = None,
+    create_bucket: bool = False,
 ) -> StagedPackage:
-    """Build and upload the package unless its object is already staged (then nothing is built)."""
+    """Build and upload the package unless its object is already staged (then nothing is built).
+
+    A staging bucket that does not exist is an AutopackageError naming --staging-bucket (a typo must not
+    make a new bucket), unless `create_bucket` (--create-staging-bucket) asks for it."""
+    bucket = parse_gcs_uri(plan.uri).bucket
+    if create_bucket:
+        store.ensure_bucket(bucket)
+    elif not store.fs.exists(bucket):
+        raise AutopackageError(
+            "--staging-bucket",
+            f"the bucket gs://{bucket} does not exist: check its name, or add --create-staging-bucket "
+            "to create it",
+        )
     if store.exists(plan.uri):
         return StagedPackage(plan.uri, 0, uploaded=False)
     data = build_sdist(plan)
-    store.ensure_bucket(parse_gcs_uri(plan.uri).bucket)
     if on_total is not None:
         on_total(len(data))
     store.put_bytes(plan.uri, data, progress)

@@ -135,9 +135,16 @@ def create(
         typer.Option(
             "--staging-bucket",
             envvar="TRAINWORKS_STAGING_BUCKET",
-            help="gs://BUCKET the package is uploaded to (under trainworks-packages/).",
+            help="gs://BUCKET the package is uploaded to (under trainworks-packages/). It must exist, "
+            "unless --create-staging-bucket.",
         ),
     ] = None,
+    create_staging_bucket: Annotated[
+        bool,
+        typer.Option(
+            "--create-staging-bucket", help="Create the --staging-bucket bucket if it does not exist."
+        ),
+    ] = False,
     *,
     opts: Options,
 ) -> None:
@@ -174,14 +181,15 @@ def create(
         local_package=local,
     )
     if plan is not None:
-        _stage(plan, opts)
+        _stage(plan, opts, create_staging_bucket)
     job = opts.call(CustomJobsClient, lambda client: client.create_custom_job(parent, body))
     hints = [("View its status", "describe"), ("stream its logs", "stream-logs")]
     cli.report_submitted(opts, job, "CustomJob", print_job_summary, "custom-jobs", hints)
 
 
-def _stage(plan: PackagePlan, opts: Options) -> None:
-    """Build and upload the package (a progress bar for humans), or say that it is staged already."""
+def _stage(plan: PackagePlan, opts: Options, create_bucket: bool) -> None:
+    """Build and upload the package (a progress bar for humans), or say that it is staged already. A
+    missing bucket is a --staging-bucket error unless `create_bucket`."""
     print_status(f"Packaging [{plan.root}] as [{plan.name}] ({len(plan.files)} files).")
     progress: Any = None
     task: Any = None
@@ -207,7 +215,10 @@ def _stage(plan: PackagePlan, opts: Options) -> None:
             progress.update(task, advance=done)
 
     try:
-        staged = stage_package(CodeStore.for_endpoint(opts.url, opts.api_key), plan, advance, started)
+        store = CodeStore.for_endpoint(opts.url, opts.api_key)
+        staged = stage_package(store, plan, advance, started, create_bucket)
+    except AutopackageError as exc:
+        raise FlagError(exc.flag, exc.message) from None
     except (StagingError, PackageBuildError) as exc:
         print_status(f"ERROR: {exc}")
         raise typer.Exit(1) from None
@@ -234,6 +245,7 @@ COMMANDS.cancel(
     "Ask a running custom job to stop; it ends JOB_STATE_CANCELLED (cancellation is asynchronous).",
     CustomJobsClient.cancel_custom_job,
     "custom-jobs",
+    CustomJobsClient.get_custom_job,
 )
 COMMANDS.delete_job(
     "Delete a finished custom job (a running one must be cancelled first).",
@@ -302,7 +314,7 @@ def shell(
 
 
 COMMANDS.wait(
-    "Block until the job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled or timed out).",
+    "Block until the job ends, showing its state changes and the time elapsed on a terminal (stderr).",
     CustomJobsClient.get_custom_job,
     print_job_summary,
 )

@@ -163,11 +163,8 @@ def import_(
 COMMANDS = cli.ResourceCommands(app, DATASETS, DatasetArg, DatasetsClient)
 COMMANDS.list_(
     "List datasets, newest first unless --sort-by says otherwise.",
-    cli.ListFlags(
-        filter='AIP-160 filter, e.g. labels.team=ml or display_name:"iris*".',
-        order_by=("--sort-by", "display_name, create_time or update_time, optionally `desc`."),
-    ),
-    lambda client, query: client.list_datasets(query.parent, query.filter, order_by=query.order_by),
+    cli.ListFlags(filter='AIP-160 filter, e.g. labels.team=ml or display_name:"iris*".'),
+    lambda client, query: client.list_datasets(query.parent, query.filter, query.size),
     print_dataset_table,
 )
 COMMANDS.describe("Show a dataset.", DatasetsClient.get_dataset, print_dataset)
@@ -176,14 +173,16 @@ COMMANDS.describe("Show a dataset.", DatasetsClient.get_dataset, print_dataset)
 @command(app)
 def delete(
     dataset: DatasetArg,
+    quiet: cli.QuietOpt = False,
     *,
     opts: Options,
 ) -> None:
     """Delete a dataset and the server's copy of its data."""
     name = opts.name(DATASETS, dataset)
+    cli.confirm_deletion("Dataset", name, quiet)
     with opts.client(DatasetsClient) as client:
         op = _finish(client, client.delete_dataset(name), f"deleting Dataset [{name}]")
-    opts.show(op, lambda _op: print_status(f"Deleted Dataset [{name}]."))
+    opts.show(op, lambda _op: print_status(f"Deleted Dataset [{cli.server_name(op.name, name)}]."))
 
 
 __all__ = ["DATASETS", "app", "dataset_name", "split_uris"]

@@ -119,6 +119,7 @@ COMMANDS.cancel(
     "Ask a pipeline to stop; it cancels its training job and ends CANCELLED (asynchronously).",
     TrainingPipelinesClient.cancel_training_pipeline,
     None,
+    TrainingPipelinesClient.get_training_pipeline,
 )
 COMMANDS.delete_and_wait(
     "Delete a finished training pipeline (a running one must be cancelled first).",
@@ -130,14 +131,15 @@ COMMANDS.delete_and_wait(
 @command(app)
 def wait(
     training_pipeline: PipelineArg,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Give up (exit 1) after this long.")
-    ] = None,
-    poll_interval: Annotated[float, typer.Option("--poll-interval", min=0.05, help="Longest pause.")] = 2.0,
+    timeout: cli.WaitTimeoutOpt = None,
+    poll_interval: cli.PollIntervalOpt = 2.0,
     *,
     opts: Options,
 ) -> None:
-    """Block until the pipeline ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out)."""
+    """Block until the pipeline ends, showing its state changes and the time elapsed on a terminal.
+
+    Exit codes: 0 the pipeline succeeded, 1 it failed (or an error), 2 bad flags, 3 it was cancelled, 4
+    --timeout passed first (the pipeline goes on)."""
     name = opts.name(PIPELINES, training_pipeline)
     cli.wait_for_end(
         opts,

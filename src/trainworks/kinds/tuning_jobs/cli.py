@@ -222,6 +222,7 @@ COMMANDS.cancel(
     "Ask a tuning job to stop; it and its running trials end CANCELLED (cancellation is asynchronous).",
     TuningJobsClient.cancel_hyperparameter_tuning_job,
     "hp-tuning-jobs",
+    TuningJobsClient.get_hyperparameter_tuning_job,
 )
 COMMANDS.delete_job(
     "Delete a finished tuning job (a running one must be cancelled first).",
@@ -229,7 +230,7 @@ COMMANDS.delete_job(
     unfinished_fails=True,
 )
 COMMANDS.wait(
-    "Block until the tuning job ends. Exit 0 if it SUCCEEDED, 1 otherwise (failed, cancelled, timed out).",
+    "Block until the tuning job ends, showing its state changes and the time elapsed on a terminal.",
     TuningJobsClient.get_hyperparameter_tuning_job,
     print_tuning_job_summary,
 )
