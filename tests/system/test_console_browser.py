@@ -1,7 +1,9 @@
 """The web console in a real browser: Debian's headless Chromium driven by Playwright against a real server
 with real jobs. Every page loads without browser console errors; list -> detail -> logs shows a replica's
 output; a running job is cancelled from the UI and its state changes without a reload; the web terminal runs
-a command in a replica. Screenshots go to $TRAINWORKS_TEST_ARTIFACTS (or a temporary folder), printed.
+a command in a replica. Screenshots go to $TRAINWORKS_TEST_ARTIFACTS/console (else .test-artifacts/console in
+the checkout, git-ignored), printed; a failed test leaves a FAILED-<test>.png of the page it ended on.
+test_console_features.py uses this module's browser fixtures for the console's other pages and controls.
 
 The serving tests at the top need no browser.
 """
@@ -36,6 +38,8 @@ CHROMIUM_ARGS = [
 ]
 SCOPE = f"project={PROJECT}&location={LOCATION}"
 TIMEOUT_MS = 20_000
+# How a script or stylesheet would load something by URL.
+REMOTE_LOADS = ('from "http', "from'http", 'import("http', "url(http", "url('http", 'url("http', "//cdn")
 
 
 # ------------------------------------------------------------------------------ serving (no browser)
@@ -51,6 +55,20 @@ def test_console_is_served_by_the_server(server: ServerProcess) -> None:
         assert deep.status_code == 200 and deep.text == index.text
         script = client.get("/console/assets/app.js")
         assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+        # The vendored libraries (vendor/README.md) come from the server too, as modules with their CSS.
+        for path in (
+            "/console/vendor/xterm-6.0.0/xterm.mjs",
+            "/console/vendor/xterm-addon-fit-0.11.0/addon-fit.mjs",
+            "/console/vendor/uplot-1.6.32/uPlot.esm.js",
+        ):
+            module = client.get(path)
+            assert module.status_code == 200 and "javascript" in module.headers["content-type"], path
+        assert client.get("/console/vendor/xterm-6.0.0/xterm.css").status_code == 200
+        assert client.get("/console/vendor/xterm-6.0.0/LICENSE").status_code == 200
+        # The project and location a first visit opens on: the CLI's default project.
+        defaults = client.get("/console/defaults.json")
+        assert defaults.status_code == 200
+        assert defaults.json() == {"project": "default", "location": "us-central1"}
         missing = client.get("/console/assets/nope.js")
         assert missing.status_code == 404
         assert missing.json()["error"]["status"] == "NOT_FOUND"
@@ -58,12 +76,32 @@ def test_console_is_served_by_the_server(server: ServerProcess) -> None:
 
 def test_console_assets_fetch_nothing_from_outside() -> None:
     static = REPO / "src" / "trainworks" / "console" / "static"
+    vendor = static / "vendor"
     for path in static.rglob("*"):
-        if path.suffix in (".js", ".css", ".html"):
+        if path.suffix in (".js", ".mjs", ".css", ".html") and vendor not in path.parents:
             # The SVG namespace is a name, not a fetch; the TensorBoard link points at the user's loopback.
             text = path.read_text().replace('"http://www.w3.org/2000/svg"', "")
             text = text.replace('"http://127.0.0.1:6006/"', "")
             assert "http://" not in text and "https://" not in text and "//cdn" not in text, path
+
+
+def test_vendored_libraries_are_pinned_with_their_licences_and_fetch_nothing() -> None:
+    """The vendored files are the packages' own, unchanged: their comments cite web pages, so what is checked
+    is that nothing in them loads from outside (no import, stylesheet or script by URL), and that each folder
+    carries its LICENSE and a row of vendor/README.md."""
+    vendor = REPO / "src" / "trainworks" / "console" / "static" / "vendor"
+    readme = (vendor / "README.md").read_text()
+    folders = sorted(p for p in vendor.iterdir() if p.is_dir())
+    assert [p.name for p in folders] == ["uplot-1.6.32", "xterm-6.0.0", "xterm-addon-fit-0.11.0"]
+    for folder in folders:
+        assert (folder / "LICENSE").read_text().strip(), folder
+        assert f"`{folder.name}/`" in readme, folder
+        for path in folder.iterdir():
+            if path.suffix not in (".js", ".mjs", ".css"):
+                continue
+            text = path.read_text()
+            for fetch in REMOTE_LOADS:
+                assert fetch not in text, (path, fetch)
 
 
 def test_console_pages_are_open_but_the_api_needs_the_token(tmp_path: Path) -> None:
@@ -82,9 +120,9 @@ def test_console_pages_are_open_but_the_api_needs_the_token(tmp_path: Path) -> N
 
 # ------------------------------------------------------------------------------ browser
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def artifacts() -> Path:
     configured = os.environ.get("TRAINWORKS_TEST_ARTIFACTS")
-    folder = Path(configured) / "console" if configured else tmp_path_factory.mktemp("console-artifacts")
+    folder = Path(configured) / "console" if configured else REPO / ".test-artifacts" / "console"
     folder.mkdir(parents=True, exist_ok=True)
     print(f"\nconsole screenshots: {folder}")
     return folder
@@ -140,13 +178,22 @@ class Console:
 
 
 @pytest.fixture
-def console(browser: Any, server: ServerProcess, artifacts: Path) -> Iterator[Console]:
+def console(
+    browser: Any, server: ServerProcess, artifacts: Path, request: pytest.FixtureRequest
+) -> Iterator[Console]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     wrapped = Console(page, server.url, artifacts)
+    failures = request.session.testsfailed
     try:
         yield wrapped
     finally:
+        # The test's call has been reported by now: a failure leaves the page it ended on as an artifact.
+        if request.session.testsfailed > failures:
+            try:
+                wrapped.shot(f"FAILED-{request.node.name}")
+            except Exception as exc:  # noqa: BLE001 - a closed page must not hide the test's own failure
+                print(f"no screenshot of the failure: {exc}")
         context.close()
     assert wrapped.errors == [], f"browser console errors: {wrapped.errors}"
 
@@ -342,11 +389,15 @@ def test_tuning_job_trials_and_plots(console: Console, server: ServerProcess, tm
     console.ready("tuning-job-page")
     trials = page.locator("#trials-table tbody tr")
     assert trials.count() == 3
-    plots = page.locator("#tuning-plots svg")
+    plots = page.locator("#tuning-plots figure.chart[data-ready='true']")
+    plots.nth(1).wait_for()
     assert plots.count() == 2  # metric per trial, and x against the metric
-    assert plots.nth(0).locator("circle").count() == 3
-    assert plots.nth(0).locator("path.best").count() == 1
-    assert plots.nth(1).locator("circle").count() == 3
+    # uPlot's data: [x, metric, best so far] and [x, metric]; three measured points each.
+    data = plots.evaluate_all("(figs) => figs.map((f) => f.__chart.data)")
+    assert len(data[0]) == 3 and sum(y is not None for y in data[0][1]) == 3
+    assert all(b is not None for b in data[0][2])  # the best-so-far line
+    assert len(data[1]) == 2 and sum(y is not None for y in data[1][1]) == 3
+    assert plots.nth(0).locator("canvas").count() == 1
     console.shot("tuning-job")
 
 

@@ -35,6 +35,24 @@ export function setScope(project, location) {
   localStorage.setItem(SCOPE_KEY, JSON.stringify({ project, location }));
 }
 
+/** Sets the scope to the server's default project and location (/console/defaults.json), when it says. */
+export async function loadDefaultScope() {
+  try {
+    const response = await fetch("/console/defaults.json", { headers: { Accept: "application/json" } });
+    if (!response.ok) return;
+    const defaults = await response.json();
+    if (defaults.project) setScope(defaults.project, defaults.location || "us-central1");
+  } catch {
+    // An older server without the route: the "Choose a project" page asks instead.
+  }
+}
+
+/** The CLI flags of the chosen scope, for the command lines the pages show. */
+export function cliScope() {
+  const { project, location } = scope();
+  return `--project ${project} --region ${location}`;
+}
+
 /** `projects/P/locations/L` of the chosen scope. */
 export function parent() {
   const { project, location } = scope();

@@ -1,7 +1,7 @@
 // The console's shell: hash routing (#/jobs, #/jobs/<id>, ...), the project/location scope, the token
 // button, and each page's lifetime (its polling and streams stop when the user leaves it).
 
-import { promptToken, scope, setScope } from "./api.js";
+import { loadDefaultScope, promptToken, scope, setScope } from "./api.js";
 import { clear, errorBox, h, showBanner } from "./ui.js";
 
 // Pages load on first use (dynamic import): a first visit fetches only the modules its page needs.
@@ -61,7 +61,9 @@ class PageContext {
   }
 }
 
+const main = () => document.getElementById("main");
 let current = null;
+let currentPath = "";
 
 /** The route: the hash when there is one, else the path under /console/ (webAccessUris use paths). */
 function routeOf() {
@@ -85,16 +87,18 @@ function syncScopeForm() {
 }
 
 async function navigate() {
+  const { path, query } = routeOf();
+  // A new query on the same page (a filter, the next page): the control the user was on keeps the focus.
+  const focused = path === currentPath && main().contains(document.activeElement) ? document.activeElement.id : "";
+  currentPath = path;
   current?.close();
   showBanner("");
-  const { path, query } = routeOf();
   // ?project=&location= in a link (or a test) sets the scope, so that links can be shared.
   if (query.get("project") || query.get("location")) {
     const saved = scope();
     setScope(query.get("project") || saved.project, query.get("location") || saved.location);
     syncScopeForm();
   }
-  const main = document.getElementById("main");
   const context = new PageContext(query);
   current = context;
   for (const link of document.querySelectorAll("[data-nav]")) link.removeAttribute("aria-current");
@@ -103,22 +107,25 @@ async function navigate() {
     if (!match) continue;
     if (section) document.querySelector(`[data-nav="${section}"]`)?.setAttribute("aria-current", "page");
     if (NEEDS_SCOPE.has(section) && !scope().project) {
-      clear(main, h("h1", {}, "Choose a project"),
+      clear(main(), h("h1", {}, "Choose a project"),
         h("p", {}, "Enter a project ID (or number) and a location above to see its resources."));
       document.getElementById("scope-project").focus();
       return;
     }
     try {
-      await render(main, match.slice(1).map(decodeURIComponent), context);
+      await render(main(), match.slice(1).map(decodeURIComponent), context);
+      if (focused && context === current) document.getElementById(focused)?.focus();
     } catch (error) {
-      if (context.active) clear(main, h("h1", {}, "Something went wrong"), errorBox(error));
+      if (context.active) clear(main(), h("h1", {}, "Something went wrong"), errorBox(error));
     }
     return;
   }
-  clear(main, h("h1", {}, "Not found"), h("p", {}, "No such page. "), h("a", { href: "#/jobs" }, "Go to custom jobs"));
+  clear(main(), h("h1", {}, "Not found"), h("p", {}, "No such page. "), h("a", { href: "#/jobs" }, "Go to custom jobs"));
 }
 
-function start() {
+async function start() {
+  // A first visit opens on the server's default project (the one the CLI uses), not an empty page.
+  if (!scope().project) await loadDefaultScope();
   syncScopeForm();
   document.getElementById("scope").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -132,6 +139,8 @@ function start() {
     if (await promptToken()) navigate();
   });
   window.addEventListener("hashchange", navigate);
+  // Pages change the URL with history.pushState (ui.go) and then ask for this: no hashchange comes.
+  window.addEventListener("console-navigate", navigate);
   navigate();
 }
 

@@ -1,82 +1,103 @@
-// Hand-made SVG scatter plots (no chart library): points, an optional step line, axes with ticks.
+// The tuning plots, drawn by uPlot (vendored: ../vendor/uplot-*/, see vendor/README.md): points per trial,
+// an optional best-so-far step line, the values under the cursor in the legend (hover), drag to zoom (x and
+// y), double-click to zoom back out.
 
-const NS = "http://www.w3.org/2000/svg";
-const W = 480;
-const H = 280;
-const M = { left: 60, right: 16, top: 16, bottom: 44 };
+import uPlot from "../vendor/uplot-1.6.32/uPlot.esm.js";
+import { h, stylesheet } from "./ui.js";
 
-function s(tag, attrs = {}, text) {
-  const el = document.createElementNS(NS, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  if (text !== undefined) el.textContent = text;
-  return el;
-}
+stylesheet("/console/vendor/uplot-1.6.32/uPlot.min.css");
 
-function ticks(min, max, count = 5) {
-  if (min === max) return [min];
-  const step = (max - min) / (count - 1);
-  return Array.from({ length: count }, (_, i) => min + i * step);
+const WIDTH = 480; // until the figure is laid out: then the chart takes the figure's width
+const HEIGHT = 280;
+
+function color(name, fallback) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
 }
 
 function fmt(v) {
+  if (v === null || v === undefined) return "—";
   const a = Math.abs(v);
-  if (a !== 0 && (a < 0.01 || a >= 1e5)) return v.toExponential(1);
-  return Number(v.toFixed(a < 1 ? 3 : 2)).toString();
+  if (a !== 0 && (a < 0.01 || a >= 1e5)) return v.toExponential(2);
+  return String(Number(v.toPrecision(6)));
 }
 
 /**
- * points: [{x, y, label}]; x may be a string for categories (placed at even steps).
- * options: {title, xLabel, yLabel, line: [{x, y}] drawn as a step line (best so far), logX}.
+ * The chart's data, x ascending (uPlot's order): [xs, ys, best?]. points: [{x, y}]; x may be a string (a
+ * category, placed at its index among the sorted categories). line: [{x, y}] on the same xs (best so far).
  */
-export function scatter(points, { title, xLabel, yLabel, line = null, logX = false } = {}) {
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", class: "plot", "aria-label": title });
-  svg.append(s("title", {}, title));
+export function series(points, line = null) {
   const categories = [...new Set(points.filter((p) => typeof p.x === "string").map((p) => p.x))].sort();
-  const xOf = (x) => (typeof x === "string" ? categories.indexOf(x) : logX ? Math.log10(x) : x);
-  const xs = points.map((p) => xOf(p.x)).concat((line || []).map((p) => xOf(p.x)));
-  const ys = points.map((p) => p.y).concat((line || []).map((p) => p.y));
+  const xOf = (x) => (typeof x === "string" ? categories.indexOf(x) : x);
+  const bestAt = new Map((line || []).map((p) => [xOf(p.x), p.y]));
+  const sorted = points.map((p) => ({ x: xOf(p.x), y: p.y })).sort((a, b) => a.x - b.x);
+  const data = [sorted.map((p) => p.x), sorted.map((p) => p.y)];
+  if (line) data.push(sorted.map((p) => bestAt.get(p.x) ?? null));
+  return { data, categories };
+}
+
+/**
+ * A figure holding one chart. points: [{x, y}]; options: {title, xLabel, yLabel, line: [{x, y}] drawn as a
+ * step line (best so far), logX, integerX (ticks on whole numbers only: trial numbers)}. The chart is made once the figure is in the page (it needs its width) and
+ * destroyed when the figure leaves it.
+ */
+export function scatter(points, { title, xLabel, yLabel, line = null, logX = false, integerX = false, caption = "" } = {}) {
+  const figure = h("figure.chart", { "aria-label": title, role: "group" });
   if (!points.length) {
-    svg.append(s("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "axis-label" }, "No measurements yet"));
-    return svg;
+    figure.append(h("p.muted.empty-plot", {}, "No measurements yet"), caption ? h("figcaption", {}, caption) : null);
+    return figure;
   }
-  let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
-  let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-  if (categories.length) [x0, x1] = [-0.5, categories.length - 0.5];
-  if (x0 === x1) [x0, x1] = [x0 - 1, x1 + 1];
-  if (y0 === y1) [y0, y1] = [y0 - 1, y1 + 1];
-  const px = (x) => M.left + ((xOf(x) - x0) / (x1 - x0)) * (W - M.left - M.right);
-  const py = (y) => H - M.bottom - ((y - y0) / (y1 - y0)) * (H - M.top - M.bottom);
-
-  const axes = s("g", { class: "axes" });
-  axes.append(s("line", { x1: M.left, y1: H - M.bottom, x2: W - M.right, y2: H - M.bottom }));
-  axes.append(s("line", { x1: M.left, y1: M.top, x2: M.left, y2: H - M.bottom }));
-  for (const t of ticks(y0, y1)) {
-    axes.append(s("text", { x: M.left - 6, y: py(t) + 4, "text-anchor": "end" }, fmt(t)));
-    axes.append(s("line", { class: "grid", x1: M.left, y1: py(t), x2: W - M.right, y2: py(t) }));
-  }
-  const xTicks = categories.length
-    ? categories.map((c) => [c, c])
-    : ticks(x0, x1).map((t) => [logX ? 10 ** t : t, fmt(logX ? 10 ** t : t)]);
-  for (const [value, label] of xTicks) {
-    axes.append(s("text", { x: px(value), y: H - M.bottom + 16, "text-anchor": "middle" }, label));
-  }
-  axes.append(s("text", { class: "axis-label", x: (W + M.left) / 2, y: H - 6, "text-anchor": "middle" }, xLabel));
-  axes.append(s("text", { class: "axis-label", x: 14, y: (H - M.bottom) / 2, transform: `rotate(-90 14 ${(H - M.bottom) / 2})`, "text-anchor": "middle" }, yLabel));
-  svg.append(axes);
-
-  if (line && line.length) {
-    let d = "";
-    line.forEach((p, i) => {
-      d += i === 0 ? `M${px(p.x)},${py(p.y)}` : `H${px(p.x)}V${py(p.y)}`;
-    });
-    svg.append(s("path", { class: "best", d, fill: "none" }));
-  }
-  const dots = s("g", { class: "points" });
-  for (const p of points) {
-    const c = s("circle", { cx: px(p.x), cy: py(p.y), r: 4 });
-    c.append(s("title", {}, p.label || `${p.x}: ${p.y}`));
-    dots.append(c);
-  }
-  svg.append(dots);
-  return svg;
+  const { data, categories } = series(points, line);
+  const plot = color("--plot", "#0b57d0");
+  const best = color("--best", "#b45309");
+  const fg = color("--fg", "#1a1a1a");
+  const grid = color("--line", "#c8c8c8");
+  const axis = (label, values) => ({ label, stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid }, values });
+  const xValues = categories.length
+    ? (_u, splits) => splits.map((v) => (Number.isInteger(v) ? categories[v] ?? "" : ""))
+    : (_u, splits) => splits.map((v) => fmt(v));
+  const options = {
+    title,
+    width: WIDTH,
+    height: HEIGHT,
+    scales: {
+      x: categories.length
+        ? { time: false, range: () => [-0.5, categories.length - 0.5] }
+        : { time: false, distr: logX ? 3 : 1 },
+      y: { auto: true },
+    },
+    axes: [
+      { ...axis(xLabel, xValues), ...(integerX || categories.length ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}) },
+      axis(yLabel, (_u, splits) => splits.map((v) => fmt(v))),
+    ],
+    cursor: { drag: { x: true, y: true, uni: 30 }, points: { size: 10 } },
+    legend: { show: true, live: true },
+    series: [
+      { label: xLabel, value: (_u, v) => (v === null ? "—" : categories.length ? categories[v] ?? "—" : fmt(v)) },
+      {
+        label: yLabel, stroke: plot, fill: undefined, width: 0, paths: () => null,
+        points: { show: true, size: 8, fill: plot, stroke: plot }, value: (_u, v) => fmt(v),
+      },
+      ...(line ? [{ label: "best so far", stroke: best, width: 2, paths: uPlot.paths.stepped({ align: 1 }), points: { show: false }, value: (_u, v) => fmt(v) }] : []),
+    ],
+  };
+  let chart = null;
+  const observer = new ResizeObserver(() => {
+    if (!figure.isConnected) {
+      chart?.destroy();
+      chart = null;
+      observer.disconnect();
+      return;
+    }
+    const width = Math.max(240, Math.floor(figure.clientWidth));
+    if (!chart) {
+      chart = new uPlot({ ...options, width }, data, figure);
+      figure.__chart = chart; // for tests and debugging: the data, scales and cursor
+      if (caption) figure.append(h("figcaption", {}, caption));
+      figure.dataset.ready = "true";
+    } else if (chart.width !== width) {
+      chart.setSize({ width, height: HEIGHT });
+    }
+  });
+  observer.observe(figure);
+  return figure;
 }

@@ -1,5 +1,18 @@
 // DOM helpers, formatting and the confirm dialog shared by the pages.
 
+/** Adds the stylesheet at `href` to the page once (a vendored library's CSS, loaded with its module). */
+export function stylesheet(href) {
+  if (document.querySelector(`link[rel="stylesheet"][href="${href}"]`)) return;
+  document.head.append(h("link", { rel: "stylesheet", href }));
+}
+
+/** Goes to `hash` as a new history entry carrying `state` (kept across reloads, restored by back/forward);
+ * the shell (app.js) renders it. */
+export function go(hash, state = null) {
+  history.pushState(state, "", hash);
+  window.dispatchEvent(new Event("console-navigate"));
+}
+
 /** h("tag.class", {attrs}, ...children): an element; strings become text nodes (never HTML). */
 export function h(spec, attrs = {}, ...children) {
   const [tag, ...classes] = spec.split(".");
@@ -189,9 +202,16 @@ export function errorBox(error) {
   return h("div.error", { role: "alert" }, h("strong", {}, "Error: "), error.message || String(error));
 }
 
-/** A google.rpc.Status as shown on a job. */
+const CANCELLED = 1; // google.rpc.Code.CANCELLED: what the user asked for, not a failure
+
+/** A google.rpc.Status as shown on a job: an error box, or a neutral note for a cancelled job. */
 export function statusError(status) {
   if (!status || (!status.message && !status.code)) return null;
+  if (status.code === CANCELLED) {
+    return h("section.note", { id: "cancelled-note", "aria-labelledby": "note-title" },
+      h("h2", { id: "note-title" }, "Cancelled"), h("p", {}, "It was stopped on request."),
+      status.message ? h("p.muted", {}, status.message) : null);
+  }
   return h(
     "section.error",
     { "aria-labelledby": "error-title" },
@@ -199,4 +219,24 @@ export function statusError(status) {
     h("p", {}, status.message || ""),
     status.code ? h("p.muted", {}, `code ${status.code}`) : null,
   );
+}
+
+/** A list's empty state: what is missing and the CLI line that creates the first one. */
+export function emptyState(what, command) {
+  return h("div.empty-state", {}, h("p", {}, `No ${what} yet. Create the first one from a shell:`),
+    h("pre.cli", { tabindex: "0" }, h("code", {}, command)));
+}
+
+/** The page of a resource that does not exist (an unknown ID, or one deleted meanwhile). */
+export function notFound(main, noun, resourceId, back, backLabel) {
+  clear(main, h("section", { id: "not-found-page", "aria-labelledby": "not-found-title", dataset: { ready: "true" } },
+    h("h1", { id: "not-found-title" }, `${noun} not found`),
+    h("p", {}, `There is no ${noun.toLowerCase()} with ID `, h("code", {}, resourceId),
+      " in this project and location. It may have been deleted, or belong to another project."),
+    h("p", {}, h("a", { href: back }, `← ${backLabel}`))));
+}
+
+/** True for the API's answer to a missing resource. */
+export function isNotFound(error) {
+  return error?.status === 404;
 }

@@ -1,14 +1,15 @@
 // Training clusters (v1beta1 modelDevelopmentClusters): the list, and a cluster's nodes, Slurm partitions
 // and events.
 
-import { age, badge, clear, facts, h, json, statusError, table, when } from "../ui.js";
+import { cliScope } from "../api.js";
+import { age, badge, clear, emptyState, facts, h, json, statusError, table, when } from "../ui.js";
 import { deleteButton, detailPage, nameColumn, pagedList } from "./list.js";
 
-const CLUSTERS = { section: "clusters", title: "Training clusters", api: "v1beta1", collection: "modelDevelopmentClusters" };
+const CLUSTERS = { section: "clusters", title: "Training clusters", noun: "Training cluster", api: "v1beta1", collection: "modelDevelopmentClusters" };
 
 export function renderList(main, _params, ctx) {
   return pagedList(main, ctx, CLUSTERS, {
-    empty: "No training clusters.",
+    empty: emptyState("training clusters", `trainworks clusters create c1 --config cluster.yaml ${cliScope()}`),
     columns: [
       nameColumn(CLUSTERS),
       { label: "State", cell: (c) => badge(c.clusterStatus?.state) },

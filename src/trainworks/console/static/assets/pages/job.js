@@ -5,9 +5,10 @@
 import { del, get, parent, post, query, scope, token } from "../api.js";
 import { LogView } from "../logview.js";
 import {
-  actionButton, badge, clear, duration, facts, h, isTerminal, json, parseTime, runTime, statusError, table,
-  usd, when,
+  actionButton, badge, clear, duration, facts, h, isNotFound, isTerminal, json, notFound, parseTime, runTime,
+  statusError, table, usd, when,
 } from "../ui.js";
+import { machineOf, TUNING_JOB_LABEL } from "./jobs.js";
 
 /** Created, started, each restart (status.restarts), ended: in time order. */
 export function timeline(job, status) {
@@ -192,7 +193,17 @@ export async function render(main, [jobId], ctx) {
   let tensorboard = undefined;  // asked once, only for jobs with a baseOutputDirectory (else it is a 400)
 
   async function load() {
-    const [job, status] = await Promise.all([get(resource), get(`${base}/status`).catch(() => null)]);
+    let job;
+    let status;
+    try {
+      [job, status] = await Promise.all([get(resource), get(`${base}/status`).catch(() => null)]);
+    } catch (error) {
+      if (!isNotFound(error) || !ctx.active) throw error;
+      // An unknown ID, or a job deleted meanwhile: say so, and stop polling and following its logs.
+      ctx.close();
+      notFound(main, "Custom job", jobId, "#/jobs", "Custom jobs");
+      return;
+    }
     if (!ctx.active) return;
     if (tensorboard === undefined) {
       tensorboard = job.jobSpec?.baseOutputDirectory?.outputUriPrefix
@@ -235,10 +246,13 @@ export async function render(main, [jobId], ctx) {
         await load();
       }));
     }
-    buttons.push(actionButton("Delete job", `Delete custom job ${jobId}? This cannot be undone.`, async () => {
-      await del(resource);
-      location.hash = "#/jobs";
-    }));
+    // Only an ended job can be deleted (the API refuses the others): cancel it first.
+    if (isTerminal(job.state)) {
+      buttons.push(actionButton("Delete job", `Delete custom job ${jobId}? This cannot be undone.`, async () => {
+        await del(resource);
+        location.hash = "#/jobs";
+      }));
+    }
     clear(actions, buttons);
   }
 
@@ -261,6 +275,10 @@ export async function render(main, [jobId], ctx) {
         ["Cost", h("span", { id: "job-cost" }, status?.cost ? usd(status.cost.costUsd) : "—")],
         ["Attempt", status ? String(status.attempt) : ""],
         ["Zone", status?.zone || ""],
+        ["Machine type", machineOf(job)],
+        ["Tuning job", job.labels?.[TUNING_JOB_LABEL]
+          ? h("a", { href: `#/tuning/${encodeURIComponent(job.labels[TUNING_JOB_LABEL])}` }, job.labels[TUNING_JOB_LABEL])
+          : ""],
         ["Labels", Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`).join(", ")],
       ]),
       webAccess(job),

@@ -1,26 +1,79 @@
 // Custom jobs: a filtered, paged list (the API's filter, pageSize and pageToken; never all jobs at once)
-// with state, age, duration and cost (the costs extension over the page's create-time window), refreshed
-// live by polling.
+// with state, created time, machine type, labels, duration and cost (the costs extension over the page's
+// create-time window), refreshed live by polling. The state, filters and page are in the URL
+// (#/jobs?state=...&name=...&filter=...&pageSize=...&trials=1&pageToken=...): a reload or back/forward
+// shows the same view; the tokens of the pages before the current one ride in the history entry's state.
+// A tuning job's trials are CustomJobs labelled with it: hidden here unless asked for.
 
-import { get, idOf, parent, query } from "../api.js";
-import { age, badge, clear, h, runTime, table, usd } from "../ui.js";
+import { cliScope, get, idOf, parent, query } from "../api.js";
+import { badge, clear, emptyState, go, h, runTime, table, usd, when } from "../ui.js";
 
 const STATES = [
   "JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED",
   "JOB_STATE_FAILED", "JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED",
 ];
+const DEFAULT_PAGE_SIZE = 50;
+// The label a tuning job puts on each trial's CustomJob (tuning/trial_jobs.py): its value is the tuning
+// job's ID.
+export const TUNING_JOB_LABEL = "trainworks-tuning-job";
+const TRIAL_LABEL = "trainworks-trial";
 
-// Kept across visits: coming back from a job shows the same filter and page.
-const view = { state: "", name: "", filter: "", pageSize: 50, tokens: [""] };
+/** The list's view as the URL gives it. */
+export function viewOf(params) {
+  const size = Number(params.get("pageSize"));
+  return {
+    state: params.get("state") || "",
+    name: params.get("name") || "",
+    filter: params.get("filter") || "",
+    pageSize: Number.isInteger(size) && size > 0 ? Math.min(size, 1000) : DEFAULT_PAGE_SIZE,
+    trials: params.get("trials") === "1",
+    pageToken: params.get("pageToken") || "",
+  };
+}
 
-/** The AIP-160 filter of the form: state, a display-name glob and the user's own expression, ANDed. */
-export function filterText({ state, name, filter }) {
+/** The URL of a view: only what differs from the defaults. */
+export function hashOf(view) {
+  return `#/jobs${query({
+    state: view.state, name: view.name, filter: view.filter,
+    pageSize: view.pageSize === DEFAULT_PAGE_SIZE ? "" : view.pageSize,
+    trials: view.trials ? "1" : "", pageToken: view.pageToken,
+  })}`;
+}
+
+/** The AIP-160 filter of the form: state, a display-name glob, the user's own expression and (unless
+ * trials are shown) no tuning trials, ANDed. */
+export function filterText({ state, name, filter, trials = true }) {
   const terms = [];
   if (state) terms.push(`state=${state}`);
   const cleaned = name.replaceAll('"', "").trim();
   if (cleaned) terms.push(`display_name:"*${cleaned}*"`);
   if (filter.trim()) terms.push(`(${filter.trim()})`);
+  if (!trials) terms.push(`NOT labels:${TUNING_JOB_LABEL}`);
   return terms.join(" AND ");
+}
+
+/** The first pool's machine (with its accelerators), and how many more pools there are. */
+export function machineOf(job) {
+  const pools = (job.jobSpec?.workerPoolSpecs || []).filter((p) => p && p.machineSpec);
+  if (!pools.length) return "—";
+  const spec = pools[0].machineSpec;
+  const gpus = spec.acceleratorType && spec.acceleratorCount ? ` + ${spec.acceleratorCount} × ${spec.acceleratorType}` : "";
+  return `${spec.machineType || "?"}${gpus}${pools.length > 1 ? ` (+${pools.length - 1} pool${pools.length > 2 ? "s" : ""})` : ""}`;
+}
+
+/** The job's labels as key=value chips (the trial labels are shown as the Tuning job column instead). */
+function labelsOf(job) {
+  const entries = Object.entries(job.labels || {}).filter(([k]) => k !== TUNING_JOB_LABEL && k !== TRIAL_LABEL);
+  if (!entries.length) return "—";
+  return h("span.labels", {}, entries.sort().map(([k, v]) => h("span.label.mono", {}, `${k}=${v}`)));
+}
+
+/** The tuning job a trial's CustomJob belongs to, linked; a dash for a job of its own. */
+function tuningOf(job) {
+  const id = job.labels?.[TUNING_JOB_LABEL];
+  if (!id) return "—";
+  const trial = job.labels?.[TRIAL_LABEL];
+  return h("a", { href: `#/tuning/${encodeURIComponent(id)}` }, `${id}${trial ? ` (trial ${trial})` : ""}`);
 }
 
 function costFilter(base, jobs) {
@@ -38,12 +91,8 @@ function jobLink(job) {
 }
 
 export async function render(main, _params, ctx) {
-  // #/jobs?pageSize=N (a shared link, or the benchmark) picks the page size.
-  const requested = Number(ctx.query.get("pageSize"));
-  if (Number.isInteger(requested) && requested > 0 && requested !== view.pageSize) {
-    view.pageSize = Math.min(requested, 1000);
-    view.tokens = [""];
-  }
+  const view = viewOf(ctx.query);
+  const earlier = Array.isArray(history.state?.pageTokens) && view.pageToken ? history.state.pageTokens : [];
   const section = h("section", { id: "jobs-page", "aria-labelledby": "jobs-title" });
   const status = h("p.muted", { role: "status", "aria-live": "polite" });
   const tableHolder = h("div.table-holder");
@@ -65,6 +114,7 @@ export async function render(main, _params, ctx) {
     { id: "filter-size", name: "pageSize" },
     [...new Set([25, 50, 100, 200, view.pageSize])].sort((a, b) => a - b).map((n) => h("option", { value: String(n), selected: view.pageSize === n }, String(n))),
   );
+  const trialsBox = h("input", { id: "filter-trials", name: "trials", type: "checkbox", checked: view.trials });
   const form = h(
     "form.filters",
     { role: "search", "aria-label": "Filter custom jobs" },
@@ -72,25 +122,25 @@ export async function render(main, _params, ctx) {
     h("label", {}, "Name contains ", nameInput),
     h("label", {}, "Filter ", filterInput),
     h("label", {}, "Per page ", sizeSelect),
+    h("label.inline-check", {}, trialsBox, "Show tuning trials"),
     h("button", { type: "submit" }, "Apply"),
   );
+  // A new filter starts at the first page, as a new history entry: back returns to the previous view.
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    view.state = stateSelect.value;
-    view.name = nameInput.value;
-    view.filter = filterInput.value;
-    view.pageSize = Number(sizeSelect.value);
-    view.tokens = [""];
-    load();
+    go(hashOf({
+      state: stateSelect.value, name: nameInput.value, filter: filterInput.value,
+      pageSize: Number(sizeSelect.value), trials: trialsBox.checked, pageToken: "",
+    }));
   });
-  stateSelect.addEventListener("change", () => form.requestSubmit());
-  sizeSelect.addEventListener("change", () => form.requestSubmit());
+  for (const control of [stateSelect, sizeSelect, trialsBox]) control.addEventListener("change", () => form.requestSubmit());
 
   clear(main, section);
   section.append(h("h1", { id: "jobs-title" }, "Custom jobs"), form, status, tableHolder, pager);
 
   let costs = new Map();
   let generation = 0;
+  const filtered = Boolean(view.state || view.name.trim() || view.filter.trim());
 
   function renderTable(jobs, nextPageToken) {
     const now = Date.now();
@@ -99,29 +149,37 @@ export async function render(main, _params, ctx) {
       { label: "Name", cell: jobLink },
       { label: "ID", cell: (j) => idOf(j.name), className: "mono" },
       { label: "State", cell: (j) => badge(j.state) },
-      { label: "Age", cell: (j) => age(j.createTime, now) },
+      { label: "Created", cell: (j) => when(j.createTime) },
       { label: "Duration", cell: (j) => runTime(j.startTime, j.endTime, now) },
+      { label: "Machine type", cell: machineOf, className: "machine" },
+      { label: "Labels", cell: labelsOf },
+      view.trials ? { label: "Tuning job", cell: tuningOf } : null,
       { label: "Cost", cell: (j) => (costs.has(j.name) ? usd(costs.get(j.name)) : "…"), className: "num cost" },
-    ];
+    ].filter(Boolean);
+    const empty = filtered || view.pageToken
+      ? "No custom jobs match."
+      : emptyState("custom jobs", `trainworks custom-jobs create ${cliScope()} --display-name hello \\
+    --worker-pool-spec=machine-type=n1-standard-4,container-image-uri=python:3.11 \\
+    --command=python3 --args='-c,print(42)'`);
     const t = table("Custom jobs, newest first", columns, jobs, {
       rowKey: (j) => j.name,
       onOpen: (j) => (location.hash = `#/jobs/${idOf(j.name)}`),
-      empty: "No custom jobs match.",
+      empty,
     });
     t.id = "jobs-table";
     clear(tableHolder, t);
     if (focusedKey) t.querySelector(`tr[data-key="${CSS.escape(focusedKey)}"]`)?.focus();
-    const page = view.tokens.length;
+    const page = earlier.length + 1;
     status.textContent = `Page ${page}: ${jobs.length} job${jobs.length === 1 ? "" : "s"}`;
-    const previous = h("button", { type: "button", disabled: page === 1 }, "Previous page");
+    section.dataset.page = String(page);
+    const previous = h("button", { type: "button", id: "page-previous", disabled: !view.pageToken }, "Previous page");
     previous.addEventListener("click", () => {
-      view.tokens.pop();
-      load();
+      const before = earlier.slice(0, -1);
+      go(hashOf({ ...view, pageToken: earlier[earlier.length - 1] || "" }), { pageTokens: before });
     });
-    const next = h("button", { type: "button", disabled: !nextPageToken }, "Next page");
+    const next = h("button", { type: "button", id: "page-next", disabled: !nextPageToken }, "Next page");
     next.addEventListener("click", () => {
-      view.tokens.push(nextPageToken);
-      load();
+      go(hashOf({ ...view, pageToken: nextPageToken }), { pageTokens: [...earlier, view.pageToken] });
     });
     clear(pager, previous, next);
   }
@@ -142,8 +200,7 @@ export async function render(main, _params, ctx) {
   async function load() {
     const mine = ++generation;
     const base = filterText(view);
-    const token = view.tokens[view.tokens.length - 1];
-    const page = await get(`/v1/${parent()}/customJobs${query({ pageSize: view.pageSize, pageToken: token, filter: base })}`);
+    const page = await get(`/v1/${parent()}/customJobs${query({ pageSize: view.pageSize, pageToken: view.pageToken, filter: base })}`);
     if (mine !== generation || !ctx.active) return;
     const list = page.customJobs || [];
     renderTable(list, page.nextPageToken || "");

@@ -2,12 +2,12 @@
 // a paged list refreshed live, a detail page re-rendered only when its resource changes, and their links and
 // buttons. The custom jobs pages keep their own: the default page loads no module it can do without.
 //
-// A kind is a plain object { section, title, api, collection }: `#/<section>` lists the REST collection
+// A kind is a plain object { section, title, noun, api, collection }: `#/<section>` lists the REST collection
 // `/<api>/<parent>/<collection>` (the list response names its field after the collection) under the heading
-// `title`, and `#/<section>/<id>` shows one resource.
+// `title`, and `#/<section>/<id>` shows one resource (`noun`, capitalised, names one in messages).
 
 import { del, get, idOf, parent, post, query } from "../api.js";
-import { actionButton, clear, h, table } from "../ui.js";
+import { actionButton, clear, h, isNotFound, notFound, table } from "../ui.js";
 
 /** The kind's collection under the chosen scope (read at each call: the scope can change). */
 function collectionPath({ api, collection }) {
@@ -33,10 +33,11 @@ export function nameColumn({ section }) {
  * Renders the kind's heading and a table of its collection, 50 rows a page with previous/next, into `main`.
  * columns: as ui.table, but each cell is called as cell(row, now), `now` being one clock reading a refresh.
  * tokens: the stack of page tokens; a page that passes its own keeps its place across visits.
+ * fill(rows, holder): called after each render, for cells that need more than the list response gives.
  */
 export async function pagedList(main, ctx, kind, {
   columns, empty, every = 3000, id = `${kind.section}-page`, titleId = `${id}-title`, tableId = `${id}-table`,
-  caption = kind.title, tokens = [""],
+  caption = kind.title, tokens = [""], fill = null,
 }) {
   const section = h("section", { id, "aria-labelledby": titleId });
   const holder = h("div.table-holder");
@@ -61,6 +62,7 @@ export async function pagedList(main, ctx, kind, {
     next.addEventListener("click", () => { tokens.push(page.nextPageToken); load(); });
     clear(pager, previous, next);
     section.dataset.ready = "true";
+    if (fill) await fill(rows, holder);
   }
   await ctx.live(load, every);
 }
@@ -83,7 +85,16 @@ export async function detailPage(main, ctx, kind, resourceId, {
   section.append(h("p", {}, h("a", { href: `#/${kind.section}` }, `← ${backLabel}`)), title, actions, body);
   let rendered = "";
   async function load() {
-    const data = await fetch(path);
+    let data;
+    try {
+      data = await fetch(path);
+    } catch (error) {
+      if (!isNotFound(error) || !ctx.active) throw error;
+      // An unknown ID, or a resource deleted meanwhile: say so and stop polling.
+      ctx.close();
+      notFound(main, kind.noun, resourceId, `#/${kind.section}`, kind.title);
+      return;
+    }
     if (!ctx.active) return;
     const key = JSON.stringify(data);
     if (key !== rendered) {

@@ -1,16 +1,16 @@
 // Models: the registry's list, and a model's versions with their aliases.
 
-import { get } from "../api.js";
-import { age, clear, facts, h, json, table, when } from "../ui.js";
+import { cliScope, get } from "../api.js";
+import { age, clear, emptyState, facts, h, json, table, when } from "../ui.js";
 import { deleteButton, detailPage, idLink, nameColumn, pagedList } from "./list.js";
 
-const MODELS = { section: "models", title: "Models", api: "v1", collection: "models" };
+const MODELS = { section: "models", title: "Models", noun: "Model", api: "v1", collection: "models" };
 
 const aliases = (m) => (m.versionAliases || []).join(", ") || "—";
 
 export function renderList(main, _params, ctx) {
   return pagedList(main, ctx, MODELS, {
-    empty: "No models.",
+    empty: emptyState("models", `trainworks models upload ${cliScope()} --display-name my-model --artifact-uri gs://BUCKET/model/`),
     every: 5000,
     columns: [
       nameColumn(MODELS),

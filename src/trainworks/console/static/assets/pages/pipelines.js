@@ -1,16 +1,16 @@
 // Training pipelines: the list, and a pipeline's task, model and error; cancel and delete.
 
-import { parent } from "../api.js";
-import { age, badge, clear, facts, h, isTerminal, json, runTime, statusError, when } from "../ui.js";
+import { cliScope, parent } from "../api.js";
+import { age, badge, clear, emptyState, facts, h, isTerminal, json, runTime, statusError, when } from "../ui.js";
 import { cancelButton, deleteButton, detailPage, idLink, nameColumn, pagedList } from "./list.js";
 
-const PIPELINES = { section: "pipelines", title: "Training pipelines", api: "v1", collection: "trainingPipelines" };
+const PIPELINES = { section: "pipelines", title: "Training pipelines", noun: "Training pipeline", api: "v1", collection: "trainingPipelines" };
 
 const taskName = (p) => String(p.trainingTaskDefinition || "").split("/").pop().replace(/\.yaml$/, "");
 
 export function renderList(main, _params, ctx) {
   return pagedList(main, ctx, PIPELINES, {
-    empty: "No training pipelines.",
+    empty: emptyState("training pipelines", `trainworks training-pipelines create ${cliScope()} --display-name my-pipeline --config pipeline.yaml`),
     columns: [
       nameColumn(PIPELINES),
       { label: "State", cell: (p) => badge(p.state) },
@@ -27,8 +27,10 @@ export function renderDetail(main, [pipelineId], ctx) {
     render: (p, { title, actions, body, path, reload }) => {
       clear(title, p.displayName || pipelineId, " ", badge(p.state));
       clear(actions,
-        isTerminal(p.state) ? null : cancelButton("Cancel pipeline", `Cancel training pipeline ${pipelineId}?`, path, reload),
-        deleteButton("Delete pipeline", `Delete training pipeline ${pipelineId}?`, path, "#/pipelines"));
+        // Cancel while it runs; delete once it has ended (the API refuses deleting a running one).
+        isTerminal(p.state) || p.state === "PIPELINE_STATE_CANCELLING"
+          ? null : cancelButton("Cancel pipeline", `Cancel training pipeline ${pipelineId}?`, path, reload),
+        isTerminal(p.state) ? deleteButton("Delete pipeline", `Delete training pipeline ${pipelineId}?`, path, "#/pipelines") : null);
       const model = p.modelToUpload?.name || (p.modelId ? `${parent()}/models/${p.modelId}` : "");
       clear(body,
         statusError(p.error),

@@ -1,9 +1,10 @@
 // Persistent resources: the list and one resource's pools, state and error; delete with a confirm.
 
-import { age, badge, clear, facts, h, json, statusError, table, when } from "../ui.js";
+import { cliScope } from "../api.js";
+import { age, badge, clear, emptyState, facts, h, json, statusError, table, when } from "../ui.js";
 import { deleteButton, detailPage, nameColumn, pagedList } from "./list.js";
 
-const RESOURCES = { section: "resources", title: "Persistent resources", api: "v1", collection: "persistentResources" };
+const RESOURCES = { section: "resources", title: "Persistent resources", noun: "Persistent resource", api: "v1", collection: "persistentResources" };
 
 function pools(r) {
   return (r.resourcePools || [])
@@ -13,7 +14,8 @@ function pools(r) {
 
 export function renderList(main, _params, ctx) {
   return pagedList(main, ctx, RESOURCES, {
-    empty: "No persistent resources.",
+    empty: emptyState("persistent resources", `trainworks persistent-resources create ${cliScope()} --persistent-resource-id warm-1 \\
+    --resource-pool-spec=replica-count=1,machine-type=n1-standard-4`),
     columns: [
       nameColumn(RESOURCES),
       { label: "State", cell: (r) => badge(r.state) },

@@ -1,11 +1,36 @@
 // Hyperparameter tuning jobs: the list, and a job's trials with two plots: the metric per trial with the
 // best so far, and each parameter against the metric.
 
+import { cliScope, get } from "../api.js";
 import { scatter } from "../plot.js";
-import { age, badge, clear, facts, h, isTerminal, json, runTime, statusError, table, when } from "../ui.js";
+import { age, badge, clear, emptyState, facts, h, isTerminal, json, runTime, statusError, table, when } from "../ui.js";
 import { cancelButton, deleteButton, detailPage, idLink, nameColumn, pagedList } from "./list.js";
 
-const TUNING = { section: "tuning", title: "Hyperparameter tuning jobs", api: "v1", collection: "hyperparameterTuningJobs" };
+const TUNING = {
+  section: "tuning", title: "Hyperparameter tuning jobs", noun: "Tuning job", api: "v1", collection: "hyperparameterTuningJobs",
+};
+
+// The list response carries no trials (as Vertex's): each visible row's count comes from its job. An
+// ended job's count is final, so it is asked once; a live job's at each refresh.
+const trialCounts = new Map(); // job name -> { count, final }
+
+function trialsText(job) {
+  const known = trialCounts.get(job.name);
+  return `${known ? known.count : "…"} / ${job.maxTrialCount || "?"}`;
+}
+
+async function fillTrialCounts(rows, holder) {
+  const wanted = rows.filter((j) => !trialCounts.get(j.name)?.final);
+  await Promise.all(wanted.map(async (j) => {
+    const full = await get(`/v1/${j.name}`).catch(() => null);
+    if (full) trialCounts.set(j.name, { count: (full.trials || []).length, final: isTerminal(full.state) });
+  }));
+  for (const j of rows) {
+    const cell = holder.querySelector(`tr[data-key="${CSS.escape(j.name)}"] td.trials`);
+    if (cell) cell.textContent = trialsText(j);
+  }
+  holder.querySelector("table")?.setAttribute("data-trials", "true");
+}
 
 // Kept across visits: coming back from a job shows the same page.
 const view = { tokens: [""] };
@@ -15,12 +40,13 @@ export function renderList(main, _params, ctx) {
     titleId: "tuning-title",
     tableId: "tuning-table",
     caption: "Tuning jobs, newest first",
-    empty: "No tuning jobs.",
+    empty: emptyState("tuning jobs", `trainworks hp-tuning-jobs create ${cliScope()} --display-name tune --config hp.yaml`),
     tokens: view.tokens,
+    fill: fillTrialCounts,
     columns: [
       nameColumn(TUNING),
       { label: "State", cell: (j) => badge(j.state) },
-      { label: "Trials", cell: (j) => `${(j.trials || []).length} / ${j.maxTrialCount || "?"}`, className: "num" },
+      { label: "Trials", cell: trialsText, className: "num trials" },
       { label: "Age", cell: (j, now) => age(j.createTime, now) },
       { label: "Duration", cell: (j, now) => runTime(j.startTime, j.endTime, now) },
     ],
@@ -68,9 +94,11 @@ export function renderDetail(main, [jobId], ctx) {
 /** The job's title, cancel/delete, facts, plots, trials and spec. */
 function renderJob(job, jobId, { title, actions, body, path, reload }) {
   clear(title, job.displayName || jobId, " ", badge(job.state));
+  // Cancel while it runs; delete once it has ended (the API refuses deleting a running one).
+  const active = !isTerminal(job.state) && job.state !== "JOB_STATE_CANCELLING";
   clear(actions,
-    isTerminal(job.state) ? null : cancelButton("Cancel job", `Cancel tuning job ${jobId} and its running trials?`, path, reload),
-    deleteButton("Delete job", `Delete tuning job ${jobId}?`, path, "#/tuning"));
+    active ? cancelButton("Cancel job", `Cancel tuning job ${jobId} and its running trials?`, path, reload) : null,
+    isTerminal(job.state) ? deleteButton("Delete job", `Delete tuning job ${jobId}?`, path, "#/tuning") : null);
 
   const metric = job.studySpec?.metrics?.[0] || {};
   const metricId = metric.metricId || "metric";
@@ -80,19 +108,21 @@ function renderJob(job, jobId, { title, actions, body, path, reload }) {
   const measured = trials.map((t) => ({ trial: t, y: metricOf(t, metricId) })).filter((p) => p.y !== null && !Number.isNaN(p.y));
   const perTrial = measured.map((p) => ({ x: Number(p.trial.id), y: p.y, label: `trial ${p.trial.id}: ${p.y}` }));
   const plots = h("div.plots", { id: "tuning-plots" },
-    h("figure", {}, scatter(perTrial, {
+    scatter(perTrial, {
       title: `${metricId} per trial (${goal.toLowerCase()}), best so far as a line`,
-      xLabel: "trial", yLabel: metricId, line: bestSoFar(perTrial, goal),
-    }), h("figcaption", {}, `${metricId} per trial, with the best so far`)),
+      xLabel: "trial", yLabel: metricId, line: bestSoFar(perTrial, goal), integerX: true,
+      caption: `${metricId} per trial, with the best so far. Drag to zoom, double-click to zoom out.`,
+    }),
     params.map((id) => {
       const spec = job.studySpec.parameters.find((p) => p.parameterId === id);
       const points = measured
         .map((p) => ({ value: (p.trial.parameters || []).find((q) => q.parameterId === id)?.value, y: p.y, trial: p.trial.id }))
         .filter((p) => p.value !== undefined)
         .map((p) => ({ x: paramValue(p.value), y: p.y, label: `trial ${p.trial}: ${id}=${p.value}, ${metricId}=${p.y}` }));
-      return h("figure", {}, scatter(points, {
+      return scatter(points, {
         title: `${metricId} against ${id}`, xLabel: id, yLabel: metricId, logX: spec?.scaleType === "UNIT_LOG_SCALE",
-      }), h("figcaption", {}, `${metricId} against ${id}`));
+        caption: `${metricId} against ${id}`,
+      });
     }),
   );
   const trialTable = table("Trials", [
