@@ -5,17 +5,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 SERVE_STAMP := $(VENV)/.installed-serve
+SDK_STAMP := $(VENV)/.installed-sdk
 # The official Node.js client (tests/node, pinned by its lock file) for tests/system/test_node_client.py.
 NODE_STAMP := tests/node/node_modules/.installed
 PORT ?= 8080
 # `make serve` serves gRPC here too (GRPC_PORT=0: REST only).
 GRPC_PORT ?= 50051
+# `make serve` runs replicas on the host, as `make run` does: the README's examples name images (python:3.11)
+# that podman's local storage need not hold. RUNTIME=auto (or podman) runs them in their images.
+RUNTIME ?= host
 # Test modules run on this many workers (pytest-xdist); a module's tests stay together on one worker. Three on
 # two cores: most tests wait on servers and replicas, and a third worker fills that time (14:26 -> 13:05 for the
 # tests, 2026-12-05). Tests marked `alone` (they assert a duration) run afterwards, one at a time.
 TEST_WORKERS ?= 3
 
-.PHONY: run serve test lint format bench clean
+.PHONY: run serve sdk test lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +32,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 # gRPC serves the official message types of google-cloud-aiplatform (the `vertex` extra).
 $(SERVE_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[examples,vertex]'
+	touch $@
+
+# `make sdk`: the official Python SDK and cloudml-hypertune (the `sdk` extra), for the README's SDK examples.
+$(SDK_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[examples,sdk]'
 	touch $@
 
 $(TEST_STAMP): $(STAMP)
@@ -45,7 +54,9 @@ run: $(STAMP)
 	$(BIN)/python examples/run_example.py
 
 serve: $(SERVE_STAMP)
-	$(BIN)/trainworks serve --port $(PORT) --grpc-port $(GRPC_PORT)
+	$(BIN)/trainworks serve --port $(PORT) --grpc-port $(GRPC_PORT) --container-runtime $(RUNTIME)
+
+sdk: $(SDK_STAMP)
 
 test: $(TEST_STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
