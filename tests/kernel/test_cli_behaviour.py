@@ -123,79 +123,28 @@ def label_filter(names: list[str], server: ServerProcess) -> tuple[str, str]:
 def test_list_formats_sort_and_limit(server: ServerProcess, two_jobs: list[str]) -> None:
     flt = label_filter(two_jobs, server)
     ids = [name.rsplit("/", 1)[-1] for name in two_jobs]
-    out = ok(run_cli(server, "custom-jobs", "list", *REGION, *flt, "--format", "value(name)")).stdout
-    assert sorted(out.splitlines()) == sorted(two_jobs)
-    out = ok(
-        run_cli(
-            server,
-            "custom-jobs",
-            "list",
-            *REGION,
-            *flt,
-            "--sort-by",
-            "createTime",
-            "--format",
-            "value(name.basename(),state)",
-        )
-    ).stdout
+
+    def listed(*options: str) -> str:
+        return ok(run_cli(server, "custom-jobs", "list", *REGION, *flt, *options)).stdout
+
+    assert sorted(listed("--format", "value(name)").splitlines()) == sorted(two_jobs)
+    out = listed("--sort-by", "createTime", "--format", "value(name.basename(),state)")
     assert out.splitlines() == [f"{i}\tJOB_STATE_SUCCEEDED" for i in ids]
-    out = ok(
-        run_cli(
-            server,
-            "custom-jobs",
-            "list",
-            *REGION,
-            *flt,
-            "--sort-by",
-            "~createTime",
-            "--limit",
-            "1",
-            "--page-size",
-            "1",
-            "--format",
-            "value(name.basename())",
-        )
-    ).stdout
+    out = listed(
+        "--sort-by", "~createTime", "--limit", "1", "--page-size", "1", "--format", "value(name.basename())"
+    )
     assert out.splitlines() == [ids[1]]
-    table = ok(
-        run_cli(
-            server,
-            "custom-jobs",
-            "list",
-            *REGION,
-            *flt,
-            "--sort-by",
-            "~display_name",
-            "--format",
-            "table(name.basename(),displayName,state,labels.suite)",
-        )
-    ).stdout.splitlines()
+    table = listed(
+        "--sort-by", "~display_name", "--format", "table(name.basename(),displayName,state,labels.suite)"
+    ).splitlines()
     assert table[0].split() == ["NAME", "DISPLAY_NAME", "STATE", "SUITE"]
     assert [row.split()[0] for row in table[1:]] == ids[::-1]
     rows = list(
-        csv.reader(
-            io.StringIO(
-                ok(
-                    run_cli(
-                        server,
-                        "custom-jobs",
-                        "list",
-                        *REGION,
-                        *flt,
-                        "--sort-by",
-                        "createTime",
-                        "--format",
-                        "csv(name,display_name)",
-                    )
-                ).stdout
-            )
-        )
+        csv.reader(io.StringIO(listed("--sort-by", "createTime", "--format", "csv(name,display_name)")))
     )
     assert rows[0] == ["name", "display_name"]
     assert [row[0] for row in rows[1:]] == two_jobs
-    projected = json.loads(
-        ok(run_cli(server, "custom-jobs", "list", *REGION, *flt, "--format", "json(name,state)")).stdout
-    )
+    projected = json.loads(listed("--format", "json(name,state)"))
     assert sorted(projected, key=lambda j: j["name"]) == sorted(
         ({"name": n, "state": "JOB_STATE_SUCCEEDED"} for n in two_jobs), key=lambda j: j["name"]
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from tests.support.server import wait_for
@@ -24,6 +25,30 @@ def python_pool(
 
 def job(*pools: dict[str, Any], name: str = "test-job", **spec: Any) -> dict[str, Any]:
     return {"displayName": name, "jobSpec": {"workerPoolSpecs": list(pools), **spec}}
+
+
+def three_trial_study(folder: Path, name: str) -> dict[str, Any]:
+    """A tuning job of three parallel trials maximising -(x - 1)^2 over x in [-3, 3] (its trial script is
+    written into `folder`)."""
+    script = folder / "trial.py"
+    script.write_text(
+        "import argparse, hypertune\n"
+        "p = argparse.ArgumentParser(); p.add_argument('--x', type=float); a, _ = p.parse_known_args()\n"
+        "hypertune.HyperTune().report_hyperparameter_tuning_metric(\n"
+        "    hyperparameter_metric_tag='score', metric_value=-(a.x - 1) ** 2, global_step=1)\n"
+    )
+    container = {"imageUri": "python:3.11", "command": [sys.executable, str(script)]}
+    pool = {"machineSpec": MACHINE, "replicaCount": "1", "containerSpec": container}
+    return {
+        "displayName": name,
+        "studySpec": {
+            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": -3, "maxValue": 3}}],
+        },
+        "maxTrialCount": 3,
+        "parallelTrialCount": 3,
+        "trialJobSpec": {"workerPoolSpecs": [pool]},
+    }
 
 
 def gapic_job(

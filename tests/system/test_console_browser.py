@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.jobs import job, python_pool
+from tests.support.jobs import job, python_pool, three_trial_study
 from tests.support.paths import REPO
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
 
@@ -356,28 +355,7 @@ def test_filter_by_state(console: Console, finished_job: dict[str, Any]) -> None
 
 
 def test_tuning_job_trials_and_plots(console: Console, server: ServerProcess, tmp_path: Path) -> None:
-    script = tmp_path / "trial.py"
-    script.write_text(
-        "import argparse, hypertune\n"
-        "p = argparse.ArgumentParser(); p.add_argument('--x', type=float); a, _ = p.parse_known_args()\n"
-        "hypertune.HyperTune().report_hyperparameter_tuning_metric(\n"
-        "    hyperparameter_metric_tag='score', metric_value=-(a.x - 1) ** 2, global_step=1)\n"
-    )
-    pool = {
-        "machineSpec": {"machineType": "n1-standard-4"},
-        "replicaCount": "1",
-        "containerSpec": {"imageUri": "python:3.11", "command": [sys.executable, str(script)]},
-    }
-    body = {
-        "displayName": "console-tune",
-        "studySpec": {
-            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
-            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": -3, "maxValue": 3}}],
-        },
-        "maxTrialCount": 3,
-        "parallelTrialCount": 3,
-        "trialJobSpec": {"workerPoolSpecs": [pool]},
-    }
+    body = three_trial_study(tmp_path, "console-tune")
     with server.client() as client:
         response = client.post(f"/v1/{server.parent}/hyperparameterTuningJobs", json=body)
         assert response.status_code == 200, response.text

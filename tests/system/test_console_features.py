@@ -1,23 +1,22 @@
 """The console's first-hour features in a real browser (issue 19), against a real server with real jobs:
-it opens on the default project; the job list's columns, and its state, filters and page kept in the URL
-(reload and back/forward); actions offered only when allowed; a not-found page; a cancelled job shown
-neutrally; empty lists that say how to create the first resource; a tuning job's trials counted, grouped
-under it (hidden from the job list unless asked for) and rolled up in the costs; its plots with hover and
-zoom (uPlot); and xterm.js drawing `top` in a replica.
+it opens on the default project; the job list's columns; every list's state, filters and page (and the
+costs report's options) kept in the URL (reload and back/forward); actions offered only when allowed; a
+not-found page; a cancelled job shown neutrally; empty lists that say how to create the first resource; a
+tuning job's trials counted, grouped under it (hidden from the job list unless asked for) and rolled up in
+the costs; its plots with hover and zoom (uPlot); and xterm.js drawing `top` in a replica.
 
 The browser, the page wrapper and the screenshots are test_console_browser.py's fixtures.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.jobs import job, python_pool
+from tests.support.jobs import job, python_pool, three_trial_study
 from tests.support.server import ServerProcess, wait_for, wait_job
 from tests.system import test_console_browser as base
 from tests.system.test_console_browser import Console, create_job, job_id, wait_running
@@ -152,6 +151,167 @@ def test_job_list_state_filters_and_page_are_in_the_url(
     console.shot("jobs-url-state")
 
 
+# ------------------------------------------------------------------------------ the other lists
+def first_cells(page: Any, table: str) -> list[str]:
+    return sorted(page.locator(f"#{table} tbody tr[data-key] td:first-child").all_inner_texts())
+
+
+@pytest.fixture(scope="module")
+def labelled_models(server: ServerProcess) -> list[str]:
+    """Three models: two labelled team=vision, one team=speech; their display names."""
+    folder = server.home / "buckets" / "console-models" / "weights"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.pt").write_bytes(b"weights")
+    names = {"url-model-vision-a": "vision", "url-model-vision-b": "vision", "url-model-speech": "speech"}
+    with server.client() as client:
+        for name, team in names.items():
+            uri = "gs://console-models/weights/"
+            model = {"displayName": name, "artifactUri": uri, "labels": {"team": team}}
+            response = client.post(f"/v1/{server.parent}/models:upload", json={"model": model})
+            assert response.status_code == 200 and response.json()["done"], response.text
+    return list(names)
+
+
+def test_model_list_filters_and_page_are_in_the_url(console: Console, labelled_models: list[str]) -> None:
+    """The kinds' lists share the custom jobs list's URL view: filters, reload, back/forward and pages."""
+    page = console.open("/models")
+    console.ready("models-page")
+    assert page.locator("#filter-state").count() == 0  # models have no state
+    page.locator("#filter-expr").fill('labels.team="vision"')
+    page.get_by_role("button", name="Apply").click()
+    vision = ["url-model-vision-a", "url-model-vision-b"]
+    wait_for(lambda: first_cells(page, "models-page-table") == vision, what="the vision models")
+    assert "filter=labels.team" in hash_query(page)
+    page.locator("#filter-name").fill("vision-b")
+    page.get_by_role("button", name="Apply").click()
+    wait_for(lambda: first_cells(page, "models-page-table") == vision[1:], what="the model named vision-b")
+    assert "name=vision-b" in hash_query(page)
+
+    # A reload shows the same view: the controls and the rows.
+    page.reload()
+    console.ready("models-page")
+    assert page.locator("#filter-name").input_value() == "vision-b"
+    assert page.locator("#filter-expr").input_value() == 'labels.team="vision"'
+    assert first_cells(page, "models-page-table") == vision[1:]
+
+    # Back: the label filter alone; forward: with the name again.
+    page.go_back()
+    wait_for(lambda: first_cells(page, "models-page-table") == vision, what="the vision models again")
+    assert page.locator("#filter-name").input_value() == ""
+    assert "name=" not in hash_query(page)
+    page.go_forward()
+    wait_for(lambda: first_cells(page, "models-page-table") == vision[1:], what="vision-b again")
+    assert page.locator("#filter-name").input_value() == "vision-b"
+
+    # The page: one model a page, the second page survives a reload, back returns to it.
+    console.open('/models?pageSize=1&filter=labels.team%3D"vision"')
+    console.ready("models-page")
+    assert page.locator("#filter-size").input_value() == "1"
+    rows = page.locator("#models-page-table tbody tr[data-key]")
+    first = rows.get_attribute("data-key")
+    page.get_by_role("button", name="Next page").click()
+    page.locator("#models-page[data-page='2'][data-ready='true']").wait_for()
+    assert "pageToken=" in hash_query(page)
+    assert "Page 2: 1 model" in page.locator("#models-page [role=status]").inner_text()
+    second = rows.get_attribute("data-key")
+    assert second != first
+    page.reload()
+    page.locator("#models-page[data-page='2'][data-ready='true']").wait_for()
+    assert rows.get_attribute("data-key") == second
+    page.get_by_role("button", name="Previous page").click()
+    page.locator("#models-page[data-page='1'][data-ready='true']").wait_for()
+    assert rows.get_attribute("data-key") == first
+    page.go_back()
+    page.locator("#models-page[data-page='2'][data-ready='true']").wait_for()
+    assert rows.get_attribute("data-key") == second
+    console.shot("models-url-state")
+
+
+def test_tuning_list_state_is_in_the_url(console: Console, tuning_job: dict[str, Any]) -> None:
+    page = console.open("/tuning")
+    console.ready("tuning-page")
+    row = page.locator("#tuning-table tbody tr", has_text="grouped-tune")
+    row.wait_for()
+    page.locator("#filter-state").select_option("JOB_STATE_FAILED")
+    row.wait_for(state="detached")
+    assert "state=JOB_STATE_FAILED" in hash_query(page)
+    assert "No hyperparameter tuning jobs match." in page.locator("#tuning-table").inner_text()
+    page.reload()
+    console.ready("tuning-page")
+    assert page.locator("#filter-state").input_value() == "JOB_STATE_FAILED"
+    assert row.count() == 0
+    console.shot("tuning-url-state")
+    page.go_back()
+    row.wait_for()
+    assert page.locator("#filter-state").input_value() == ""
+    page.go_forward()
+    row.wait_for(state="detached")
+    assert page.locator("#filter-state").input_value() == "JOB_STATE_FAILED"
+
+
+@pytest.mark.parametrize(
+    ("route", "section", "collection"),
+    [
+        ("/resources", "resources-page", "persistentResources"),
+        ("/clusters", "clusters-page", "modelDevelopmentClusters"),
+        ("/pipelines", "pipelines-page", "trainingPipelines"),
+    ],
+)
+def test_list_page_size_and_state_are_in_the_url(
+    console: Console, route: str, section: str, collection: str
+) -> None:
+    requested: list[str] = []
+    console.page.on("request", lambda r: requested.append(r.url))
+    page = console.open(route)
+    console.ready(section)
+    page.locator("#filter-size").select_option("25")
+    wait_for(lambda: "pageSize=25" in hash_query(page), what="the page size in the URL")
+    # Pipelines filter on their own states (the API takes a filter); the others only page.
+    has_state = page.locator("#filter-state").count() == 1
+    assert has_state == (route == "/pipelines")
+    if has_state:
+        page.locator("#filter-state").select_option("PIPELINE_STATE_FAILED")
+        wait_for(lambda: "state=PIPELINE_STATE_FAILED" in hash_query(page), what="the state in the URL")
+    requested.clear()
+    page.reload()
+    console.ready(section)
+    assert page.locator("#filter-size").input_value() == "25"
+    lists = [u for u in requested if f"/{collection}?" in u]
+    assert lists and all("pageSize=25" in u for u in lists), lists
+    if has_state:
+        assert page.locator("#filter-state").input_value() == "PIPELINE_STATE_FAILED"
+        assert all("PIPELINE_STATE_FAILED" in u for u in lists), lists
+        page.go_back()
+        wait_for(lambda: page.locator("#filter-state").input_value() == "", what="no state after back")
+    page.go_back()
+    wait_for(lambda: page.locator("#filter-size").input_value() == "50", what="the default size after back")
+    assert not page.locator("#banner").is_visible()
+    console.shot(f"url-state-{section}")
+
+
+CREATED_SINCE = 'create_time>"2000-01-01T00:00:00Z"'  # a filter both reports take
+
+
+def test_costs_options_are_in_the_url(console: Console, labelled_jobs: list[dict[str, Any]]) -> None:
+    page = console.open("/costs")
+    console.ready("costs-page")
+    page.locator("#costs-by").select_option("resource")
+    wait_for(lambda: "by=resource" in hash_query(page), what="by=resource in the URL")
+    page.locator("#costs-filter").fill(CREATED_SINCE)
+    page.get_by_role("button", name="Apply").click()
+    wait_for(lambda: "filter=create_time" in hash_query(page), what="the filter in the URL")
+    page.reload()
+    console.ready("costs-page")
+    assert page.locator("#costs-by").input_value() == "resource"
+    assert page.locator("#costs-filter").input_value() == CREATED_SINCE
+    assert page.locator("#costs-table caption").inner_text() == "Costs by resource"
+    page.go_back()
+    wait_for(lambda: page.locator("#costs-filter").input_value() == "", what="no filter after back")
+    page.go_back()
+    wait_for(lambda: page.locator("#costs-by").input_value() == "job", what="by job after back")
+    page.locator("#costs-table tr", has_text="url-vision-ok").wait_for()
+
+
 # ------------------------------------------------------------------------------ a job's page
 def test_actions_follow_the_state_and_cancelled_is_neutral(console: Console, server: ServerProcess) -> None:
     created = create_job(server, job(python_pool(SLEEPER), name="actions-running"))
@@ -231,28 +391,7 @@ def test_empty_lists_say_how_to_create_the_first(
 @pytest.fixture(scope="module")
 def tuning_job(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A finished three-trial tuning job maximising -(x - 1)^2."""
-    script = tmp_path_factory.mktemp("tuning") / "trial.py"
-    script.write_text(
-        "import argparse, hypertune\n"
-        "p = argparse.ArgumentParser(); p.add_argument('--x', type=float); a, _ = p.parse_known_args()\n"
-        "hypertune.HyperTune().report_hyperparameter_tuning_metric(\n"
-        "    hyperparameter_metric_tag='score', metric_value=-(a.x - 1) ** 2, global_step=1)\n"
-    )
-    pool = {
-        "machineSpec": {"machineType": "n1-standard-4"},
-        "replicaCount": "1",
-        "containerSpec": {"imageUri": "python:3.11", "command": [sys.executable, str(script)]},
-    }
-    body = {
-        "displayName": "grouped-tune",
-        "studySpec": {
-            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
-            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": -3, "maxValue": 3}}],
-        },
-        "maxTrialCount": 3,
-        "parallelTrialCount": 3,
-        "trialJobSpec": {"workerPoolSpecs": [pool]},
-    }
+    body = three_trial_study(tmp_path_factory.mktemp("tuning"), "grouped-tune")
     with server.client() as client:
         response = client.post(f"/v1/{server.parent}/hyperparameterTuningJobs", json=body)
         assert response.status_code == 200, response.text

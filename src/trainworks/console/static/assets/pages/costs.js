@@ -4,10 +4,12 @@
 // (tuning/trial_jobs.py), so the console asks for the trial jobs' names and labels once.
 
 import { get, idOf, parent, query } from "../api.js";
-import { badge, clear, facts, h, hours, table, usd } from "../ui.js";
+import { hashOf, viewOf } from "../listview.js";
+import { badge, clear, facts, go, h, hours, table, usd } from "../ui.js";
 import { TUNING_JOB_LABEL } from "./jobs.js";
 
-const view = { by: "job", filter: "" };
+// The report's options, in the URL (#/costs?by=resource&filter=...) as the lists' filters are.
+const DEFAULTS = { by: "job", filter: "" };
 const SUMMED = ["machineHours", "costUsd", "onDemandEquivalentUsd", "coveredUsd"];
 
 // CustomJob name -> its tuning job's ID, "" for a job of its own. Labels never change: kept for the tab.
@@ -61,6 +63,7 @@ export function rollUp(rows, parentOf, jobOf) {
 }
 
 export async function render(main, _params, ctx) {
+  const view = viewOf(ctx.query, DEFAULTS);
   const section = h("section", { id: "costs-page", "aria-labelledby": "costs-title" });
   const by = h("select", { id: "costs-by", name: "by" },
     h("option", { value: "job", selected: view.by === "job" }, "Custom job"),
@@ -73,9 +76,7 @@ export async function render(main, _params, ctx) {
   const open = new Set(); // the tuning jobs whose trials are shown
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    view.by = by.value;
-    view.filter = filter.value;
-    load();
+    go(hashOf("costs", { by: by.value, filter: filter.value }, DEFAULTS));
   });
   by.addEventListener("change", () => form.requestSubmit());
   clear(main, section);

@@ -6,51 +6,19 @@
 // A tuning job's trials are CustomJobs labelled with it: hidden here unless asked for.
 
 import { cliScope, get, idOf, parent, query } from "../api.js";
-import { badge, clear, emptyState, go, h, runTime, table, usd, when } from "../ui.js";
+import { filterForm, filterText, isFiltered, listDefaults, pageNumber, pageStatus, pagerButtons, viewOf } from "../listview.js";
+import { badge, clear, emptyState, h, runTime, table, usd, when } from "../ui.js";
 
-const STATES = [
+export const JOB_STATES = [
   "JOB_STATE_QUEUED", "JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED",
   "JOB_STATE_FAILED", "JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED",
 ];
-const DEFAULT_PAGE_SIZE = 50;
 // The label a tuning job puts on each trial's CustomJob (tuning/trial_jobs.py): its value is the tuning
 // job's ID.
 export const TUNING_JOB_LABEL = "trainworks-tuning-job";
 const TRIAL_LABEL = "trainworks-trial";
-
-/** The list's view as the URL gives it. */
-export function viewOf(params) {
-  const size = Number(params.get("pageSize"));
-  return {
-    state: params.get("state") || "",
-    name: params.get("name") || "",
-    filter: params.get("filter") || "",
-    pageSize: Number.isInteger(size) && size > 0 ? Math.min(size, 1000) : DEFAULT_PAGE_SIZE,
-    trials: params.get("trials") === "1",
-    pageToken: params.get("pageToken") || "",
-  };
-}
-
-/** The URL of a view: only what differs from the defaults. */
-export function hashOf(view) {
-  return `#/jobs${query({
-    state: view.state, name: view.name, filter: view.filter,
-    pageSize: view.pageSize === DEFAULT_PAGE_SIZE ? "" : view.pageSize,
-    trials: view.trials ? "1" : "", pageToken: view.pageToken,
-  })}`;
-}
-
-/** The AIP-160 filter of the form: state, a display-name glob, the user's own expression and (unless
- * trials are shown) no tuning trials, ANDed. */
-export function filterText({ state, name, filter, trials = true }) {
-  const terms = [];
-  if (state) terms.push(`state=${state}`);
-  const cleaned = name.replaceAll('"', "").trim();
-  if (cleaned) terms.push(`display_name:"*${cleaned}*"`);
-  if (filter.trim()) terms.push(`(${filter.trim()})`);
-  if (!trials) terms.push(`NOT labels:${TUNING_JOB_LABEL}`);
-  return terms.join(" AND ");
-}
+const CHECKS = { trials: "Show tuning trials" };
+const DEFAULTS = listDefaults({ filterable: true, states: JOB_STATES, checks: CHECKS });
 
 /** The first pool's machine (with its accelerators), and how many more pools there are. */
 export function machineOf(job) {
@@ -91,56 +59,19 @@ function jobLink(job) {
 }
 
 export async function render(main, _params, ctx) {
-  const view = viewOf(ctx.query);
-  const earlier = Array.isArray(history.state?.pageTokens) && view.pageToken ? history.state.pageTokens : [];
+  const view = viewOf(ctx.query, DEFAULTS);
   const section = h("section", { id: "jobs-page", "aria-labelledby": "jobs-title" });
   const status = h("p.muted", { role: "status", "aria-live": "polite" });
   const tableHolder = h("div.table-holder");
   const pager = h("nav.pager", { "aria-label": "Pages" });
-
-  const stateSelect = h(
-    "select",
-    { id: "filter-state", name: "state" },
-    h("option", { value: "" }, "Any state"),
-    STATES.map((s) => h("option", { value: s, selected: view.state === s }, s.replace("JOB_STATE_", "").toLowerCase())),
-  );
-  const nameInput = h("input", { id: "filter-name", name: "name", type: "search", value: view.name, placeholder: "part of the name" });
-  const filterInput = h("input", {
-    id: "filter-expr", name: "filter", type: "text", value: view.filter, size: "40",
-    placeholder: 'labels.team="vision" AND create_time>"2024-01-01T00:00:00Z"',
+  const form = filterForm("jobs", view, DEFAULTS, {
+    label: "Filter custom jobs", states: JOB_STATES, checks: CHECKS,
   });
-  const sizeSelect = h(
-    "select",
-    { id: "filter-size", name: "pageSize" },
-    [...new Set([25, 50, 100, 200, view.pageSize])].sort((a, b) => a - b).map((n) => h("option", { value: String(n), selected: view.pageSize === n }, String(n))),
-  );
-  const trialsBox = h("input", { id: "filter-trials", name: "trials", type: "checkbox", checked: view.trials });
-  const form = h(
-    "form.filters",
-    { role: "search", "aria-label": "Filter custom jobs" },
-    h("label", {}, "State ", stateSelect),
-    h("label", {}, "Name contains ", nameInput),
-    h("label", {}, "Filter ", filterInput),
-    h("label", {}, "Per page ", sizeSelect),
-    h("label.inline-check", {}, trialsBox, "Show tuning trials"),
-    h("button", { type: "submit" }, "Apply"),
-  );
-  // A new filter starts at the first page, as a new history entry: back returns to the previous view.
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    go(hashOf({
-      state: stateSelect.value, name: nameInput.value, filter: filterInput.value,
-      pageSize: Number(sizeSelect.value), trials: trialsBox.checked, pageToken: "",
-    }));
-  });
-  for (const control of [stateSelect, sizeSelect, trialsBox]) control.addEventListener("change", () => form.requestSubmit());
-
   clear(main, section);
   section.append(h("h1", { id: "jobs-title" }, "Custom jobs"), form, status, tableHolder, pager);
 
   let costs = new Map();
   let generation = 0;
-  const filtered = Boolean(view.state || view.name.trim() || view.filter.trim());
 
   function renderTable(jobs, nextPageToken) {
     const now = Date.now();
@@ -156,7 +87,7 @@ export async function render(main, _params, ctx) {
       view.trials ? { label: "Tuning job", cell: tuningOf } : null,
       { label: "Cost", cell: (j) => (costs.has(j.name) ? usd(costs.get(j.name)) : "…"), className: "num cost" },
     ].filter(Boolean);
-    const empty = filtered || view.pageToken
+    const empty = isFiltered(view) || view.pageToken
       ? "No custom jobs match."
       : emptyState("custom jobs", `trainworks custom-jobs create ${cliScope()} --display-name hello \\
     --worker-pool-spec=machine-type=n1-standard-4,container-image-uri=python:3.11 \\
@@ -169,19 +100,9 @@ export async function render(main, _params, ctx) {
     t.id = "jobs-table";
     clear(tableHolder, t);
     if (focusedKey) t.querySelector(`tr[data-key="${CSS.escape(focusedKey)}"]`)?.focus();
-    const page = earlier.length + 1;
-    status.textContent = `Page ${page}: ${jobs.length} job${jobs.length === 1 ? "" : "s"}`;
-    section.dataset.page = String(page);
-    const previous = h("button", { type: "button", id: "page-previous", disabled: !view.pageToken }, "Previous page");
-    previous.addEventListener("click", () => {
-      const before = earlier.slice(0, -1);
-      go(hashOf({ ...view, pageToken: earlier[earlier.length - 1] || "" }), { pageTokens: before });
-    });
-    const next = h("button", { type: "button", id: "page-next", disabled: !nextPageToken }, "Next page");
-    next.addEventListener("click", () => {
-      go(hashOf({ ...view, pageToken: nextPageToken }), { pageTokens: [...earlier, view.pageToken] });
-    });
-    clear(pager, previous, next);
+    status.textContent = pageStatus(view, jobs.length, "job");
+    section.dataset.page = String(pageNumber(view));
+    clear(pager, ...pagerButtons("jobs", view, DEFAULTS, nextPageToken));
   }
 
   async function loadCosts(base, jobs, mine) {
@@ -199,7 +120,7 @@ export async function render(main, _params, ctx) {
 
   async function load() {
     const mine = ++generation;
-    const base = filterText(view);
+    const base = filterText(view, view.trials ? [] : [`NOT labels:${TUNING_JOB_LABEL}`]);
     const page = await get(`/v1/${parent()}/customJobs${query({ pageSize: view.pageSize, pageToken: view.pageToken, filter: base })}`);
     if (mine !== generation || !ctx.active) return;
     const list = page.customJobs || [];

@@ -2,11 +2,13 @@
 // a paged list refreshed live, a detail page re-rendered only when its resource changes, and their links and
 // buttons. The custom jobs pages keep their own: the default page loads no module it can do without.
 //
-// A kind is a plain object { section, title, noun, api, collection }: `#/<section>` lists the REST collection
-// `/<api>/<parent>/<collection>` (the list response names its field after the collection) under the heading
-// `title`, and `#/<section>/<id>` shows one resource (`noun`, capitalised, names one in messages).
+// A kind is a plain object { section, title, noun, api, collection, filterable, states }: `#/<section>` lists
+// the REST collection `/<api>/<parent>/<collection>` (the list response names its field after the
+// collection) under the heading `title`, and `#/<section>/<id>` shows one resource (`noun`, capitalised,
+// names one in messages). `filterable`: the list takes an AIP-160 filter; `states`: those it can filter on.
 
 import { del, get, idOf, parent, post, query } from "../api.js";
+import { filterForm, filterText, isFiltered, listDefaults, pageNumber, pageStatus, pagerButtons, viewOf } from "../listview.js";
 import { actionButton, clear, h, isNotFound, notFound, table } from "../ui.js";
 
 /** The kind's collection under the chosen scope (read at each call: the scope can change). */
@@ -30,37 +32,43 @@ export function nameColumn({ section }) {
 }
 
 /**
- * Renders the kind's heading and a table of its collection, 50 rows a page with previous/next, into `main`.
+ * Renders the kind's heading, filter form and a table of one page of its collection, with previous/next,
+ * into `main`. The filters and page are the URL's (listview.js): the state (when kind.states lists them), a
+ * name and a filter expression (when kind.filterable: its API takes an AIP-160 filter), the page size and
+ * page token.
  * columns: as ui.table, but each cell is called as cell(row, now), `now` being one clock reading a refresh.
- * tokens: the stack of page tokens; a page that passes its own keeps its place across visits.
  * fill(rows, holder): called after each render, for cells that need more than the list response gives.
  */
 export async function pagedList(main, ctx, kind, {
   columns, empty, every = 3000, id = `${kind.section}-page`, titleId = `${id}-title`, tableId = `${id}-table`,
-  caption = kind.title, tokens = [""], fill = null,
+  caption = kind.title, fill = null,
 }) {
+  const defaults = listDefaults(kind);
+  const view = viewOf(ctx.query, defaults);
   const section = h("section", { id, "aria-labelledby": titleId });
+  const form = filterForm(kind.section, view, defaults, { label: `Filter ${kind.title.toLowerCase()}`, states: kind.states });
+  const status = h("p.muted", { role: "status", "aria-live": "polite" });
   const holder = h("div.table-holder");
   const pager = h("nav.pager", { "aria-label": "Pages" });
   clear(main, section);
-  section.append(h("h1", { id: titleId }, kind.title), holder, pager);
+  section.append(h("h1", { id: titleId }, kind.title), form, status, holder, pager);
+  const filter = filterText(view);
+  const noMatch = isFiltered(view) || view.pageToken ? `No ${kind.title.toLowerCase()} match.` : null;
 
   async function load() {
-    const page = await get(`${collectionPath(kind)}${query({ pageSize: 50, pageToken: tokens[tokens.length - 1] })}`);
+    const page = await get(`${collectionPath(kind)}${query({ pageSize: view.pageSize, pageToken: view.pageToken, filter })}`);
     if (!ctx.active) return;
     const rows = page[kind.collection] || [];
     const now = Date.now();
     const cells = columns.map((column) => ({ ...column, cell: (row) => column.cell(row, now) }));
     const t = table(caption, cells, rows, {
-      rowKey: (r) => r.name, onOpen: (r) => (location.hash = pageOf(kind.section, r.name)), empty,
+      rowKey: (r) => r.name, onOpen: (r) => (location.hash = pageOf(kind.section, r.name)), empty: noMatch || empty,
     });
     t.id = tableId;
     clear(holder, t);
-    const previous = h("button", { type: "button", disabled: tokens.length === 1 }, "Previous page");
-    previous.addEventListener("click", () => { tokens.pop(); load(); });
-    const next = h("button", { type: "button", disabled: !page.nextPageToken }, "Next page");
-    next.addEventListener("click", () => { tokens.push(page.nextPageToken); load(); });
-    clear(pager, previous, next);
+    status.textContent = pageStatus(view, rows.length, kind.noun.toLowerCase());
+    section.dataset.page = String(pageNumber(view));
+    clear(pager, ...pagerButtons(kind.section, view, defaults, page.nextPageToken || ""));
     section.dataset.ready = "true";
     if (fill) await fill(rows, holder);
   }

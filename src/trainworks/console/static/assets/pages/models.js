@@ -4,7 +4,8 @@ import { cliScope, get } from "../api.js";
 import { age, clear, emptyState, facts, h, json, table, when } from "../ui.js";
 import { deleteButton, detailPage, idLink, nameColumn, pagedList } from "./list.js";
 
-const MODELS = { section: "models", title: "Models", noun: "Model", api: "v1", collection: "models" };
+// Models have no state: the list filters on the name, labels and create time.
+const MODELS = { section: "models", title: "Models", noun: "Model", api: "v1", collection: "models", filterable: true };
 
 const aliases = (m) => (m.versionAliases || []).join(", ") || "—";
 

@@ -4,7 +4,14 @@ import { cliScope, parent } from "../api.js";
 import { age, badge, clear, emptyState, facts, h, isTerminal, json, runTime, statusError, when } from "../ui.js";
 import { cancelButton, deleteButton, detailPage, idLink, nameColumn, pagedList } from "./list.js";
 
-const PIPELINES = { section: "pipelines", title: "Training pipelines", noun: "Training pipeline", api: "v1", collection: "trainingPipelines" };
+const PIPELINES = {
+  section: "pipelines", title: "Training pipelines", noun: "Training pipeline", api: "v1", collection: "trainingPipelines",
+  filterable: true,
+  states: [
+    "PIPELINE_STATE_QUEUED", "PIPELINE_STATE_PENDING", "PIPELINE_STATE_RUNNING", "PIPELINE_STATE_SUCCEEDED",
+    "PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLING", "PIPELINE_STATE_CANCELLED", "PIPELINE_STATE_PAUSED",
+  ],
+};
 
 const taskName = (p) => String(p.trainingTaskDefinition || "").split("/").pop().replace(/\.yaml$/, "");
 

@@ -4,10 +4,12 @@
 import { cliScope, get } from "../api.js";
 import { scatter } from "../plot.js";
 import { age, badge, clear, emptyState, facts, h, isTerminal, json, runTime, statusError, table, when } from "../ui.js";
+import { JOB_STATES } from "./jobs.js";
 import { cancelButton, deleteButton, detailPage, idLink, nameColumn, pagedList } from "./list.js";
 
 const TUNING = {
   section: "tuning", title: "Hyperparameter tuning jobs", noun: "Tuning job", api: "v1", collection: "hyperparameterTuningJobs",
+  filterable: true, states: JOB_STATES,
 };
 
 // The list response carries no trials (as Vertex's): each visible row's count comes from its job. An
@@ -32,16 +34,12 @@ async function fillTrialCounts(rows, holder) {
   holder.querySelector("table")?.setAttribute("data-trials", "true");
 }
 
-// Kept across visits: coming back from a job shows the same page.
-const view = { tokens: [""] };
-
 export function renderList(main, _params, ctx) {
   return pagedList(main, ctx, TUNING, {
     titleId: "tuning-title",
     tableId: "tuning-table",
     caption: "Tuning jobs, newest first",
     empty: emptyState("tuning jobs", `trainworks hp-tuning-jobs create ${cliScope()} --display-name tune --config hp.yaml`),
-    tokens: view.tokens,
     fill: fillTrialCounts,
     columns: [
       nameColumn(TUNING),
