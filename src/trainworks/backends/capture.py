@@ -442,18 +442,24 @@ _PLATFORM_LOCK: list[threading.Lock] = []
 def write_platform_message(directory: str, message: str, severity: str = "INFO") -> None:
     """Append a platform message (kind `p`) to a log: the job's `service` log, or a replica's own log for
     what the platform says about it. Thread-safe within a process; one process writes a given log."""
-    import json
     import threading
 
     if not _PLATFORM_LOCK:
         _PLATFORM_LOCK.append(threading.Lock())
-    payload = json.dumps({"severity": severity, "message": message}, ensure_ascii=False).encode()
     with _PLATFORM_LOCK[0]:
         writer = LogWriter(directory)
         try:
-            writer.write(b"%d p %s\n" % (writer.now(), payload))
+            writer.write(platform_record(writer.now(), message, severity))
         finally:
             writer.close()
+
+
+def platform_record(ns: int, message: str, severity: str) -> bytes:
+    """A platform message's record (kind `p`): its JSON payload, as the log readers parse it."""
+    import json
+
+    payload = json.dumps({"severity": severity, "message": message}, ensure_ascii=False).encode()
+    return b"%d p %s\n" % (ns, payload)
 
 
 # ------------------------------------------------------------------ reading

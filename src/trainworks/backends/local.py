@@ -60,7 +60,9 @@ def cgroup_name(run_dir: Path) -> str:
 
 
 def _under(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
+    """`path == folder or folder in path.parents`, on strings: a replica's plan asks it dozens of times."""
+    inner, outer = str(path), str(folder)
+    return inner == outer or inner.startswith(outer if outer.endswith("/") else outer + "/")
 
 
 def _server_install() -> list[Path]:

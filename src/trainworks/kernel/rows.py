@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, TypeVarTuple
 
-from sqlalchemy import ColumnElement, Select, select, tuple_
+from sqlalchemy import ColumnElement, Select, inspect, select, tuple_
 
 from trainworks.kernel.filtering import required_label
 from trainworks.store.database import Database
@@ -85,6 +85,26 @@ def by_offset(
 ) -> Select[*Ts]:
     """A page in a caller-chosen order (`orderBy`, then `tiebreak`), by offset."""
     return filtered(query, where).order_by(*order, tiebreak).offset(offset).limit(limit)
+
+
+def insert_values(row: Any) -> dict[str, Any]:
+    """A new mapped object's column values for a Core INSERT, its Python-side defaults filled in (on the
+    object too, as an ORM flush would set them)."""
+    values: dict[str, Any] = {}
+    for attribute in inspect(row).mapper.column_attrs:
+        key, column = attribute.key, attribute.columns[0]
+        if key in row.__dict__:
+            values[key] = row.__dict__[key]
+        elif column.default is not None and column.default.is_scalar:
+            values[key] = column.default.arg
+            setattr(row, key, values[key])
+        elif column.default is not None and column.default.is_callable:
+            values[key] = column.default.arg(None)  # SQLAlchemy wraps dict, list... to take a context
+            setattr(row, key, values[key])
+        else:
+            values[key] = None  # NULL, and loaded as such: nothing to read back once the row is stored
+            setattr(row, key, None)
+    return values
 
 
 class NewestFirstRows(Generic[R]):
