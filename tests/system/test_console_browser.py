@@ -219,6 +219,19 @@ def wait_running(server: ServerProcess, name: str) -> None:
         wait_for(replica_running, timeout=60, what=f"a running replica of {name}")
 
 
+def running_with_web_access(server: ServerProcess, code: str, name: str) -> tuple[str, dict[str, str]]:
+    """A one-replica job running `code` with web access, once it runs: its name and its webAccessUris."""
+    created = create_job(server, job(python_pool(code), name=name, enableWebAccess=True))
+    wait_running(server, created["name"])
+    with server.client() as client:
+        uris = wait_for(
+            lambda: client.get(f"/v1/{created['name']}").json().get("webAccessUris"),
+            timeout=30,
+            what="webAccessUris",
+        )
+    return created["name"], dict(uris)
+
+
 @pytest.fixture(scope="module")
 def finished_job(server: ServerProcess) -> dict[str, Any]:
     """A two-replica job that printed a line per replica and succeeded."""
@@ -380,19 +393,11 @@ def test_tuning_job_trials_and_plots(console: Console, server: ServerProcess, tm
 
 
 def test_web_terminal_runs_a_command_in_a_replica(console: Console, server: ServerProcess) -> None:
-    body = job(python_pool("import time; time.sleep(300)"), name="console-shell", enableWebAccess=True)
-    created = create_job(server, body)
-    wait_running(server, created["name"])
-    with server.client() as client:
-        uris = wait_for(
-            lambda: client.get(f"/v1/{created['name']}").json().get("webAccessUris"),
-            timeout=30,
-            what="webAccessUris",
-        )
+    name, uris = running_with_web_access(server, "import time; time.sleep(300)", "console-shell")
     assert set(uris) == {"workerpool0-0"}
     page = console.page
     # The job page links the terminal; the link is the URI the API gave.
-    console.open(f"/jobs/{job_id(created['name'])}")
+    console.open(f"/jobs/{job_id(name)}")
     console.ready("job-page")
     link = page.locator("#web-terminals a[data-replica='workerpool0-0']")
     assert link.get_attribute("href") == uris["workerpool0-0"]
@@ -405,8 +410,8 @@ def test_web_terminal_runs_a_command_in_a_replica(console: Console, server: Serv
     output.get_by_text("console-shell-42").wait_for()
     console.shot("web-terminal")
     with httpx.Client(base_url=server.url) as client:
-        client.post(f"/v1/{created['name']}:cancel")
-        wait_job(client, created["name"])
+        client.post(f"/v1/{name}:cancel")
+        wait_job(client, name)
     page.locator("#terminal-page[data-connected='false']").wait_for(timeout=60_000)
 
 

@@ -19,7 +19,13 @@ import pytest
 from tests.support.jobs import job, python_pool, three_trial_study
 from tests.support.server import ServerProcess, wait_for, wait_job
 from tests.system import test_console_browser as base
-from tests.system.test_console_browser import Console, create_job, job_id, wait_running
+from tests.system.test_console_browser import (
+    Console,
+    create_job,
+    job_id,
+    running_with_web_access,
+    wait_running,
+)
 
 # The browser fixtures, found by pytest by these names.
 artifacts = base.artifacts
@@ -495,15 +501,7 @@ def screen_text(page: Any) -> list[str]:
 
 
 def test_terminal_draws_top(console: Console, server: ServerProcess) -> None:
-    body = job(python_pool(SLEEPER), name="console-top", enableWebAccess=True)
-    created = create_job(server, body)
-    wait_running(server, created["name"])
-    with server.client() as client:
-        uris = wait_for(
-            lambda: client.get(f"/v1/{created['name']}").json().get("webAccessUris"),
-            timeout=30,
-            what="webAccessUris",
-        )
+    name, uris = running_with_web_access(server, SLEEPER, "console-top")
     page = console.page
     page.goto(uris["workerpool0-0"])
     page.locator("#terminal-page[data-connected='true']").wait_for()
@@ -528,5 +526,5 @@ def test_terminal_draws_top(console: Console, server: ServerProcess) -> None:
     page.keyboard.type("echo after-top-$((6 * 7))")
     page.keyboard.press("Enter")
     wait_for(lambda: "after-top-42" in screen_text(page), what="the shell after top")
-    cancel(server, created["name"])
+    cancel(server, name)
     page.locator("#terminal-page[data-connected='false']").wait_for(timeout=60_000)

@@ -337,9 +337,18 @@ def fork_from(address: str, payload: dict[str, Any]) -> ProcessHandle | None:
         reply = {}
     if "pid" in reply:
         return ProcessHandle(pid=int(reply["pid"]), pid_start=int(reply["pid_start"]))
-    if sent:  # the zygote may have started it before the answer was lost: never start a replica twice
-        return find_warm(Path(payload["run_dir"]))
+    if sent:  # the zygote may have forked it before the answer was lost: never start a replica twice
+        return _forked_in(Path(payload["run_dir"]))
     return None
+
+
+def _forked_in(run_dir: Path) -> ProcessHandle | None:
+    """The supervisor a zygote forked in run_dir, once its shim.json names it (written first thing, after the
+    zygote answered); None when none does within the connect timeout (the zygote ended before the fork)."""
+    deadline = time.monotonic() + _CONNECT_TIMEOUT
+    while (handle := find_warm(run_dir)) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return handle
 
 
 def find_warm(run_dir: Path) -> ProcessHandle | None:

@@ -64,14 +64,16 @@ class JobStore(JobRows[CustomJobRow]):
         if not started:
             return
         with self.db.session() as session:
+            connection = session.connection()  # Core updates: no ORM objects to keep in step
             for replica_id, values in started:
-                session.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
+                connection.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
             record_in(session, self.kind, [job_id])
 
     def update_replica(self, replica_id: int, **values: Any) -> None:
         """A replica's change is its job's change (the feed names the job)."""
         with self.db.session() as session:
-            session.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
+            statement = update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values)
+            session.connection().execute(statement)
             record_select_in(session, self.kind, select(ReplicaRow.job_id).where(ReplicaRow.id == replica_id))
 
     def replicas_of(self, job_ids: list[int]) -> dict[int, list[ReplicaRow]]:
