@@ -99,6 +99,8 @@ class Services:
         return [loop for loop in loops if loop is not None]
 
     def start(self) -> None:
+        if self.local_backend is not None:
+            self.local_backend.start()
         self.controller.start()
         for extra in self._other_controllers():
             extra.start()

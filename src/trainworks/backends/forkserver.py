@@ -38,7 +38,7 @@ class ForkServer:
         self.folder = folder
         self.python = python
         self.state = folder / "fork-server.json"
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # close() may come while a start is under way
         self._process: subprocess.Popen[bytes] | None = None
         self._address: str | None = None
         self._failed_at = -_RETRY_SECONDS
@@ -62,6 +62,10 @@ class ForkServer:
             self._address = None  # it ended: the next launch starts a new one
         return handle
 
+    def start_soon(self) -> None:
+        """Start it in the background (the server's start): the first launch need not wait for it."""
+        threading.Thread(target=self._ready, name="fork-server-start", daemon=True).start()
+
     def _alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
@@ -72,14 +76,14 @@ class ForkServer:
                 return self._address
             if time.monotonic() - self._failed_at < _RETRY_SECONDS:
                 return None
-            self.close()
+            self._close()
             try:
                 self._address = self._start()
             except OSError:
                 self._address = None
             if self._address is None:
                 self._failed_at = time.monotonic()
-                self.close()
+                self._close()
             return self._address
 
     def _start(self) -> str | None:
@@ -119,6 +123,10 @@ class ForkServer:
 
     def close(self) -> None:
         """Stop the fork server (the supervisors it forked go on)."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         process, self._process, self._address = self._process, None, None
         if process is None:
             return

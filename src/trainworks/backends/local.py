@@ -281,6 +281,11 @@ class LocalBackend:
             else None
         )
 
+    def start(self) -> None:
+        """The server starts: so does its fork server, in the background."""
+        if self.fork_server is not None:
+            self.fork_server.start_soon()
+
     def close(self) -> None:
         """Stop the fork server (replicas go on: a restarted server adopts them)."""
         if self.fork_server is not None:

@@ -5,7 +5,14 @@ Run as `PYTHON zygote.py STATE_FILE ADDRESS PRELOAD` (PRELOAD: module names sepa
 empty) with the environment a replica inherits from the server. It imports the modules, listens on the
 abstract unix socket ADDRESS (only processes of its own user may talk to it), and records itself in
 STATE_FILE as ready. It keeps running while STATE_FILE names it, so the server drops it by removing or
-rewriting the file (and signalling it), and it outlives a server restart like replicas do.
+rewriting the file (and signalling it), and it outlives a server restart like replicas do. Run with a fifth
+argument, `PID:START` of its server, it is that server's fork server (forkserver.py): it ends with the
+server, and its requests carry `exec` (the command line) instead of a python command line: the child is
+the shim itself, and execs the command.
+
+It answers a request with the child's pid as soon as it has forked it. It holds the stop signals, and so
+does each child from the fork on: a stop the server sends before the child leads its group (to its pid)
+waits as pending and reaches the command (shim.StopWatch).
 
 For each launch request (one JSON object: run_dir, cwd, gcs_root, env, the parsed python command line and
 the server's plan for the replica) it forks a child that plays the replica supervisor exactly as shim.py
