@@ -278,9 +278,10 @@ class Storm(threading.Thread):
             target.fired.add(attempt)
             replicas = [r["task"] for r in status["replicas"] if r["attempt"] == attempt]
             replica = self.rng.choice([None, *replicas]) if len(replicas) > 1 else None
-            if self._fire(client, target, replica) and self.rng.random() < 0.15:
+            # Both name the attempt they aim at: the job may have restarted meanwhile (then it is refused).
+            if self._fire(client, target, replica, attempt=attempt) and self.rng.random() < 0.15:
                 self.tally.doubles += 1  # two preemptions in quick succession
-                self._fire(client, target, self.rng.choice([None, *replicas]), double=True)
+                self._fire(client, target, self.rng.choice([None, *replicas]), attempt=attempt, double=True)
 
     def _probe(self, client: httpx.Client, states: dict[str, str]) -> None:
         """A preemption of a job that is not running must be refused cleanly. A queued or pending job may
@@ -305,9 +306,12 @@ class Storm(threading.Thread):
         replica: str | None,
         probe: bool = False,
         double: bool = False,
+        attempt: int | None = None,
     ) -> bool:
         """True when the preemption took (some replica was marked)."""
-        body = {"replica": replica} if replica else {}
+        body: dict[str, Any] = {"replica": replica} if replica else {}
+        if attempt is not None:
+            body["attempt"] = attempt
         answer = client.post(f"/trainworks/v1/{target.name}:preempt", json=body)
         if answer.status_code == 200:
             if not answer.json().get("preempted"):

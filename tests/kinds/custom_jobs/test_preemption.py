@@ -116,6 +116,17 @@ def test_only_running_spot_jobs_are_preemptible(spot_server: ServerProcess) -> N
         answer = client.post(f"/trainworks/v1/{spot['name']}:preempt", json={"replica": "workerpool1-7"})
         assert answer.status_code == 400
         assert answer.json()["error"]["details"][0]["fieldViolations"][0]["field"] == "replica"
+        # Aimed at an attempt the job is not on (it restarted meanwhile): refused, nothing preempted.
+        answer = client.post(f"/trainworks/v1/{spot['name']}:preempt", json={"attempt": 1})
+        assert answer.status_code == 400 and answer.json()["error"]["status"] == "FAILED_PRECONDITION"
+        assert "runs attempt 0, not 1" in answer.json()["error"]["message"]
+        for bad in ("0", -1, True, 1.5):
+            answer = client.post(f"/trainworks/v1/{spot['name']}:preempt", json={"attempt": bad})
+            assert answer.status_code == 400, bad
+            assert answer.json()["error"]["details"][0]["fieldViolations"][0]["field"] == "attempt"
+        assert status(client, spot["name"])["restarts"] == []
+        answer = client.post(f"/trainworks/v1/{spot['name']}:preempt", json={"attempt": 0})
+        assert answer.status_code == 200 and answer.json()["preempted"] == ["workerpool0-0"]
         client.post(f"/v1/{spot['name']}:cancel", json={})
         assert wait_job(client, spot["name"])["state"] == "JOB_STATE_CANCELLED"
 

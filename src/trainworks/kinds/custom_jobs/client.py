@@ -153,9 +153,14 @@ class CustomJobsClient(Client):
         """The job's AIP_TENSORBOARD_LOG_DIR (logDir) and, with local buckets, its folder (localPath)."""
         return cast(TensorboardInfo, self._get_json(name, "/tensorboard", api=EXTENSIONS))
 
-    def preempt_custom_job(self, name: str, replica: str | None = None) -> Preempted:
-        """Preempts a running SPOT job's replica (all of them when `replica` is None), for chaos tests."""
-        body = {"replica": replica} if replica else {}
+    def preempt_custom_job(
+        self, name: str, replica: str | None = None, attempt: int | None = None
+    ) -> Preempted:
+        """Preempts a running SPOT job's replica (all of them when `replica` is None), for chaos tests; with
+        `attempt`, only while the job still runs that attempt."""
+        body: dict[str, Any] = {"replica": replica} if replica else {}
+        if attempt is not None:
+            body["attempt"] = attempt
         return cast(Preempted, self._verb(name, "preempt", body, api=EXTENSIONS))
 
     def stream_logs(

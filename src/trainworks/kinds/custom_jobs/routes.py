@@ -73,7 +73,10 @@ def extensions_router() -> APIRouter:
             raise invalid_argument(
                 [FieldViolation("replica", "expected a replica name such as workerpool1-0")]
             )
+        attempt = body.get("attempt") if isinstance(body, dict) else None
+        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0):
+            raise invalid_argument([FieldViolation("attempt", "expected the job's attempt number (0 first)")])
         job_status = services(request).job_status
-        return await run_in_threadpool(job_status.preempt, project, location, job_id, replica)
+        return await run_in_threadpool(job_status.preempt, project, location, job_id, replica, attempt)
 
     return api

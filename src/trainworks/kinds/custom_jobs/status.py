@@ -64,8 +64,11 @@ class JobStatusService:
             out["waitingReason"] = row.waiting_reason
         return out
 
-    def preempt(self, project: str, location: str, job_id: str, replica: str | None) -> dict[str, Any]:
-        """Chaos: preempt a SPOT job's replica (or all of them) as a Spot VM reclaim would."""
+    def preempt(
+        self, project: str, location: str, job_id: str, replica: str | None, attempt: int | None = None
+    ) -> dict[str, Any]:
+        """Chaos: preempt a SPOT job's replica (or all of them) as a Spot VM reclaim would; with `attempt`,
+        only while the job runs that attempt (a second preemption fired at once must not hit the restart)."""
         row = self.service.find(project, location, job_id)
         if not is_spot(row):
             raise failed_precondition(
@@ -74,6 +77,10 @@ class JobStatusService:
         if S(row.state) != S.JOB_STATE_RUNNING or row.outcome is not None:
             raise failed_precondition(
                 f"The CustomJob {job_id} is {S(row.state).name}; only running jobs are preempted."
+            )
+        if attempt is not None and row.attempt != attempt:
+            raise failed_precondition(
+                f"The CustomJob {job_id} runs attempt {row.attempt}, not {attempt}: it restarted meanwhile."
             )
         replicas = [r for r in self.jobs.replicas(row.id, row.attempt) if r.phase in ("planned", "running")]
         names = {replica_task(r): r for r in replicas}
