@@ -536,6 +536,8 @@ def test_without_tokens_a_job_still_may_not_name_another_projects_bucket(fresh_s
             )
         )
         ok(http.post(f"/v1/{job['name']}:cancel", json={}))
+        # Ended before the server stops: a replica the teardown had not stopped yet would outlive it.
+        assert wait_job(http, job["name"])["state"] == "JOB_STATE_CANCELLED"
         assert bucket_project(fresh_server.home / "buckets", "no-owner") == "alpha"
         # The project's listing shows its buckets; without a project, every bucket (auth is off).
         assert [i["name"] for i in ok(http.get("/storage/v1/b", params={"project": "beta"}))["items"]] == [
