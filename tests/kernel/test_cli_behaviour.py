@@ -178,23 +178,26 @@ def test_describe_and_create_take_formats_and_bad_ones_are_usage_errors(
 
 
 # ====================================================================== delete prompts
+def answer_delete_prompt(server: ServerProcess, name: str, reply: str) -> tuple[int, str]:
+    """`custom-jobs delete` on a terminal, answered `reply` once it asks: its exit code and what it showed."""
+    tty = Tty(server, "custom-jobs", "delete", name)
+    tty.read_until(lambda seen: "(Y/n)?" in seen)
+    tty.type(reply + "\n")
+    code, _, seen = tty.finish()
+    return code, seen
+
+
 def test_delete_asks_on_a_terminal_and_quiet_does_not(server: ServerProcess) -> None:
     name = create(server, "pass", "prompt-me")
     with server.client() as http:
         wait_job(http, name)
-        tty = Tty(server, "custom-jobs", "delete", name)
-        tty.read_until(lambda seen: "(Y/n)?" in seen)
-        tty.type("n\n")
-        code, _, seen = tty.finish()
+        code, seen = answer_delete_prompt(server, name, "n")
         assert code == 1, seen
         assert f"You are about to delete CustomJob [{name}]." in seen
         assert "Aborted by user." in seen
         assert http.get(f"/v1/{name}").status_code == 200  # still there
 
-        tty = Tty(server, "custom-jobs", "delete", name)
-        tty.read_until(lambda seen: "(Y/n)?" in seen)
-        tty.type("y\n")
-        code, _, seen = tty.finish()
+        code, seen = answer_delete_prompt(server, name, "y")
         assert code == 0, seen
         assert f"Deleted CustomJob [{name}]." in seen
 
