@@ -31,8 +31,29 @@ def _job(job_id: int) -> CustomJobRow:
 
 def test_a_commit_records_and_wakes_a_rollback_neither(db: Database) -> None:
     feed = ChangeFeed(db)
-    woken = threading.Event()
-    feed.subscribe("custom_jobs", woken.set)
+    woken = threading.Event()  # this process's wake-up, after its own commit
+    notified = threading.Event()  # PostgreSQL: the listener thread turned a NOTIFY into a wake-up
+    marked = threading.Event()
+
+    def wake(event: threading.Event) -> None:
+        (notified if threading.current_thread().name == "change-listener" else event).set()
+
+    feed.subscribe("custom_jobs", lambda: wake(woken))
+    feed.subscribe(
+        "marker", lambda: marked.set() if threading.current_thread().name == "change-listener" else None
+    )
+
+    def listener_caught_up() -> None:
+        """PostgreSQL delivers NOTIFYs in commit order: once a later marker arrives, every earlier one has."""
+        if db.dialect != "postgresql":
+            return
+        marked.clear()
+        while not marked.is_set():  # the first marker may be sent before the listener runs LISTEN
+            with db.session() as session:
+                record_in(session, "marker", [1])
+            marked.wait(0.2)
+
+    listener_caught_up()
     start = feed.head("test")
     with db.session() as session:
         record_in(session, "custom_jobs", [7, 7, 8])
@@ -41,12 +62,16 @@ def test_a_commit_records_and_wakes_a_rollback_neither(db: Database) -> None:
     assert woken.is_set()
     cursor, ids = feed.since("test", start, "custom_jobs")
     assert ids == {7, 8} and cursor > start
+    listener_caught_up()
+    assert notified.is_set() == (db.dialect == "postgresql")
     woken.clear()
+    notified.clear()
     with pytest.raises(RuntimeError), db.session() as session:
         record_in(session, "custom_jobs", [9])
         raise RuntimeError("the writer fails")
-    assert not woken.is_set()
-    assert feed.since("test", cursor, "custom_jobs") == (cursor, set())
+    listener_caught_up()
+    assert not woken.is_set() and not notified.is_set()
+    assert feed.since("test", cursor, "custom_jobs")[1] == set()  # the markers moved the cursor, nothing else
     feed.close()
 
 
