@@ -410,7 +410,10 @@ def test_a_replica_forked_from_a_warm_interpreter_is_captured_alike(
         "os.write(1, b'partial')\n"
     )
     argv = [sys.executable, "-c", code]
-    handle = backend.launch(LaunchRequest("1", "workerpool0-0", argv, host_env(), run_dir, run_dir))
+    request = LaunchRequest(
+        "1", "workerpool0-0", argv, host_env(), run_dir, run_dir, persistent_resource=target.key
+    )
+    handle = backend.launch(request)
 
     def ended() -> Any:
         status = backend.poll(handle, run_dir)

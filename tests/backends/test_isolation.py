@@ -431,7 +431,16 @@ def test_a_warm_replica_runs_in_the_same_sandbox(tmp_path: Path) -> None:
             "'cgroup': open('/proc/self/cgroup').read()}, open('seen.json', 'w'))"
         )
         argv = [sys.executable, "-c", code]
-        request = LaunchRequest("77", "workerpool0-0", argv, host_env(), run, run, memory_bytes=1 << 30)
+        request = LaunchRequest(
+            "77",
+            "workerpool0-0",
+            argv,
+            host_env(),
+            run,
+            run,
+            memory_bytes=1 << 30,
+            persistent_resource=target.key,
+        )
         handle = backend.launch(request)
         status = wait_for(
             lambda: (s := backend.poll(handle, run)).phase != Phase.RUNNING and s,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from trainworks.contract.environment import JobContext
 
@@ -32,6 +33,21 @@ class LaunchRequest:
     image: str | None = None
     project: str | None = None  # the job's project number: which buckets the replica may see at /gcs
     memory_bytes: int | None = None  # its machine type's memory: what its memory limit derives from
+    # (project number, location, id) of the persistent resource the job runs on, whose zygotes may start it
+    persistent_resource: tuple[str, str, str] | None = None
+
+
+def write_launch_record(request: LaunchRequest, argv: Sequence[str], **extra: Any) -> None:
+    """launch.json in the replica's run folder, for people and tools looking at a replica: what ran and the
+    names of the variables it got (values stay out of the file, they may be secrets)."""
+    record = {
+        "argv": list(argv),
+        "env_names": sorted(request.env),
+        "cwd": str(request.cwd) if request.cwd else None,
+        "gcs_root": str(request.gcs_root) if request.gcs_root else None,
+        **extra,
+    }
+    (request.run_dir / "launch.json").write_text(json.dumps(record))
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from trainworks.backends.base import (
     Phase,
     ProcessHandle,
     ReplicaStatus,
+    write_launch_record,
 )
 from trainworks.backends.forkserver import ForkServer
 from trainworks.backends.memory_limits import OUT_OF_MEMORY, ReplicaCgroups
@@ -303,15 +304,7 @@ class LocalBackend:
         if self.container_runtime == "podman" and self.settings is not None:
             argv = self._confine_container(request)
         plan = self.plan(request)
-        # For people and tools looking at a replica: what ran, and which variables it got (values stay out
-        # of the file, they may be secrets). The supervisor takes all of it from its command line.
-        spec = {
-            "argv": argv,
-            "env_names": sorted(request.env),
-            "cwd": str(request.cwd) if request.cwd else None,
-            "gcs_root": str(request.gcs_root) if request.gcs_root else None,
-        }
-        (request.run_dir / "launch.json").write_text(json.dumps(spec))
+        write_launch_record(request, argv)  # the supervisor takes all of it from its command line
         if self.fork_server is not None:
             handle = self.fork_server.launch(request, argv, plan)
             if handle is not None:

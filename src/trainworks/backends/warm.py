@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from trainworks.backends import procfs
-from trainworks.backends.base import LaunchRequest, ProcessHandle, ReplicaStatus
+from trainworks.backends.base import LaunchRequest, ProcessHandle, ReplicaStatus, write_launch_record
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 Key = tuple[str, str, str]  # project number, location, resource ID
@@ -366,7 +366,9 @@ def find_warm(run_dir: Path) -> ProcessHandle | None:
 class WarmStartBackend:
     """The local backend, with replicas of jobs on a RUNNING persistent resource forked from its zygotes."""
 
-    def __init__(self, inner: Any, pool: WarmPool, resolve: Callable[[str], WarmTarget | None]) -> None:
+    def __init__(
+        self, inner: Any, pool: WarmPool, resolve: Callable[[LaunchRequest], WarmTarget | None]
+    ) -> None:
         self.inner = inner
         self.pool = pool
         self.resolve = resolve
@@ -378,7 +380,7 @@ class WarmStartBackend:
 
     def launch(self, request: LaunchRequest) -> ProcessHandle:
         try:
-            target = self.resolve(request.job_id)
+            target = self.resolve(request) if request.persistent_resource is not None else None
         except Exception:  # noqa: BLE001 - no warm start is never worse than a failed launch
             target = None
         invocation = python_invocation(request.argv, request.env) if target is not None else None
@@ -390,14 +392,8 @@ class WarmStartBackend:
                 target, request, invocation, getattr(self.inner, "plan", lambda _r: None)
             )
             if handle is not None:
-                spec = {
-                    "argv": request.argv,
-                    "env_names": sorted(request.env),
-                    "cwd": str(request.cwd) if request.cwd else None,
-                    "gcs_root": str(request.gcs_root) if request.gcs_root else None,
-                    "warm": {"persistentResource": target.key[2], "generation": target.generation},
-                }
-                (request.run_dir / "launch.json").write_text(json.dumps(spec))
+                warm = {"persistentResource": target.key[2], "generation": target.generation}
+                write_launch_record(request, request.argv, warm=warm)
                 return handle
         return self.inner.launch(request)
 

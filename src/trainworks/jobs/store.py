@@ -100,22 +100,28 @@ class JobRows(NewestFirstRows[R]):
 
     def transition(self, job_id: int, from_states: Iterable[JobState], **values: Any) -> bool:
         """Set values only if the job is still in one of `from_states`; True when it was."""
+        with self.db.session() as session:
+            return self.transition_in(session, job_id, from_states, **values)
+
+    def transition_in(
+        self, session: Session, job_id: int, from_states: Iterable[JobState], **values: Any
+    ) -> bool:
+        """`transition` inside the caller's transaction (with the rows that change with the job's state)."""
         values.setdefault("update_time", now_utc())
         if "state" in values:
             values["state"] = int(values["state"])
         table = self.row
-        with self.db.session() as session:
-            # On the session's connection, not through the ORM: no object of the session to keep in step,
-            # and a third of the cost (jobs change state several times on their way).
-            result = session.connection().execute(
-                update(table)
-                .where(table.id == job_id, table.state.in_([int(s) for s in from_states]))
-                .values(**values)
-            )
-            if not result.rowcount:
-                return False
-            record_in(session, self.kind, [job_id])
-            return True
+        # On the session's connection, not through the ORM: no object of the session to keep in step,
+        # and a third of the cost (jobs change state several times on their way).
+        result = session.connection().execute(
+            update(table)
+            .where(table.id == job_id, table.state.in_([int(s) for s in from_states]))
+            .values(**values)
+        )
+        if not result.rowcount:
+            return False
+        record_in(session, self.kind, [job_id])
+        return True
 
     def record_delete(self, job_id: int, previous: int | None, operation: OperationRow) -> bool:
         """Store a delete request's operation and link it to the job in one transaction, if the job's delete

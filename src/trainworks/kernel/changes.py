@@ -29,15 +29,18 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "trainworks_changes"
 _PENDING = "trainworks.changed_kinds"  # session.info key: the kinds this transaction changed
+_RECORDED = "trainworks.changed_rows"  # session.info key: the (kind, row id) pairs it recorded
 _LISTEN_POLL_SECONDS = 5.0  # how often the listener thread checks that it should still run
 _INSERT = insert(cast(Table, ChangeRow.__table__))
 
 
 def record_in(session: Session, kind: str, row_ids: Iterable[int]) -> None:
-    """Record that rows of `kind` changed, inside the writer's transaction."""
-    ids = sorted(set(row_ids))
+    """Record that rows of `kind` changed, inside the writer's transaction (once per row and transaction)."""
+    recorded: set[tuple[str, int]] = session.info.setdefault(_RECORDED, set())
+    ids = sorted({row_id for row_id in row_ids if (kind, row_id) not in recorded})
     if not ids:
         return
+    recorded.update((kind, row_id) for row_id in ids)
     at = now_utc()
     # A Core insert: the ORM's bulk path would flush the session's pending rows first, for nothing.
     session.execute(_INSERT, [{"kind": kind, "row_id": row_id, "at": at} for row_id in ids])
@@ -81,6 +84,7 @@ def _wake(engine: Engine, kinds: Iterable[str]) -> None:
 
 @event.listens_for(Session, "after_commit")
 def _after_commit(session: Session) -> None:
+    session.info.pop(_RECORDED, None)
     kinds = session.info.pop(_PENDING, None)
     if kinds:
         bind = session.get_bind()
@@ -89,6 +93,7 @@ def _after_commit(session: Session) -> None:
 
 @event.listens_for(Session, "after_rollback")
 def _after_rollback(session: Session) -> None:
+    session.info.pop(_RECORDED, None)
     session.info.pop(_PENDING, None)
 
 

@@ -2,8 +2,8 @@
 moment it reaches that point, as a power cut there would. Read once at start-up; unset, it does nothing.
 
 Points (tests/system/test_chaos.py pins each one):
-* replica-exit-recorded: a replica's end is recorded, the job's decision is not
-  (kinds/custom_jobs/controller.py)
+* replica-exit-recorded: a replica's end is recorded (with the job's decision, when it led to one), the
+  decision is not acted on yet (kinds/custom_jobs/controller.py)
 * job-running: a job has just been recorded as RUNNING (kinds/custom_jobs/controller.py)
 * preemption-decided: a SPOT job's preemption is recorded, its notice is not sent
   (kinds/custom_jobs/controller.py; pinned by tests/system/test_preemption_storm.py)

@@ -712,7 +712,9 @@ def _run(
 ) -> tuple[int, str, str, bool]:
     backend = WarmStartBackend(LocalBackend(), pool, lambda _job: target)
     run_dir = tmp / uuid.uuid4().hex[:6]
-    request = LaunchRequest("1", "workerpool0-0", argv, {**host_env(), **env}, run_dir, run_dir)
+    request = LaunchRequest(
+        "1", "workerpool0-0", argv, {**host_env(), **env}, run_dir, run_dir, persistent_resource=target.key
+    )
     handle = backend.launch(request)
 
     def ended() -> Any:

@@ -112,6 +112,11 @@ def _same_key(a: _PlanKey, b: _PlanKey) -> bool:
     return a[0] is b[0] and a[1] == b[1] and a[2] == b[2]
 
 
+def _exit_values(phase: Phase, code: int | None, detail: str) -> dict[str, Any]:
+    """A replica row's values once it has ended."""
+    return {"phase": phase.value, "exit_code": code, "detail": detail or None, "ended_at": now_utc()}
+
+
 def _handle(replica: ReplicaRow) -> ProcessHandle | None:
     if replica.pid is None:
         return None
@@ -171,6 +176,8 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self._poke_lock = threading.Lock()
         self._due: dict[int, datetime] = {}
         self._replan = True
+        # Replica exits seen by the pass over one job, not recorded yet (_poll_exits).
+        self._exits: list[tuple[int, dict[str, Any]]] = []
         super().__init__(settings.resync_seconds)
 
     # -------------------------------------------------------------- loop
@@ -447,10 +454,15 @@ class CustomJobController(GangJobs, ReconcileLoop):
         return {"state": int(S.JOB_STATE_CANCELLED), "error": status_dict(Code.CANCELLED, "CANCELED")}
 
     def _set_outcome(self, job: CustomJobRow, outcome: dict[str, Any]) -> bool:
-        if self.jobs.transition(job.id, ACTIVE_STATES, outcome=outcome):
+        """Record how the job ends, with the replica exits that led to it (`_poll_exits`) in the same
+        transaction: a crash cannot keep an exit and lose what it decided."""
+        exits, self._exits = self._exits, []
+        moved = self.jobs.record_replicas(job.id, exits, ACTIVE_STATES, outcome=outcome)
+        if exits:
+            crash_point("replica-exit-recorded")
+        if moved:
             job.outcome = outcome
-            return True
-        return False
+        return moved
 
     def _decide(
         self,
@@ -538,31 +550,32 @@ class CustomJobController(GangJobs, ReconcileLoop):
         if gang is not None:
             return self._start_gang(job, replicas, pythons, gang)
         log_service(self.job_dir(job), "Waiting for training program to start.")
-        if not self._launch_planned(job, replicas, pythons):
+        first_start = job.start_time is None
+        if not self._launch_planned(job, replicas, pythons, running=True):
             return True
         self._preparing.pop(job.id, None)
-        # startTime is the first entry into RUNNING, recorded with it: a crash in between must not lose it.
-        started = job.start_time or now_utc()
-        if self.jobs.transition(job.id, [S.JOB_STATE_PENDING], state=S.JOB_STATE_RUNNING, start_time=started):
+        if job.state == S.JOB_STATE_RUNNING:
             crash_point("job-running")
-            if job.start_time is None:
+            if first_start:
                 self.metrics.job_started(job.create_time)
             log_service(self.job_dir(job), "Job is running.")
         return True
 
     def _launch_planned(
-        self, job: CustomJobRow, replicas: list[ReplicaRow], pythons: dict[int, Path]
+        self, job: CustomJobRow, replicas: list[ReplicaRow], pythons: dict[int, Path], running: bool = False
     ) -> bool:
         """Start every planned replica of the current attempt; False when one could not start.
 
         The launched replicas are recorded together, once the last has started (or one failed to): one
         transaction, not one per replica. A crash in between leaves replicas running unrecorded, which the
-        next attempt at this adopts (`_orphan`) instead of starting them twice."""
+        next attempt at this adopts (`_orphan`) instead of starting them twice. `running`: a PENDING job
+        becomes RUNNING in that transaction when all started (job.state says whether it did)."""
         context = self.launcher.context(job, replicas)
         started: list[tuple[int, dict[str, Any]]] = []
         launched = True
         busy_gpus = self._busy_gpus()  # plus those of each replica started here, not yet recorded
         message = ""
+        looped = False
         try:
             for replica in replicas:
                 if replica.phase != "planned":
@@ -584,8 +597,17 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 values = {"phase": "running", "pid": handle.pid, "pid_start": handle.pid_start}
                 started.append((replica.id, {**values, "started_at": now_utc()}))
                 replica.phase = "running"
+            looped = True
         finally:  # whatever stopped the loop, what did start is recorded (and so stopped with the job)
-            self.jobs.replicas_started(job.id, started)
+            move = running and launched and looped
+            # startTime is the first entry into RUNNING, recorded with it: a crash between cannot lose it.
+            start_time = job.start_time or now_utc()
+            moved_to = {"state": S.JOB_STATE_RUNNING, "start_time": start_time} if move else {}
+            if (
+                self.jobs.record_replicas(job.id, started, [S.JOB_STATE_PENDING] if move else (), **moved_to)
+                and move
+            ):
+                job.state, job.start_time = int(S.JOB_STATE_RUNNING), start_time
         if not launched:
             self._fail(job, Code.FAILED_PRECONDITION, message)
         return launched
@@ -636,6 +658,8 @@ class CustomJobController(GangJobs, ReconcileLoop):
         # seen now happened first. A job whose primary replica exited 0 just before has succeeded: it must
         # not be restarted (or failed with a stock-out) for a reclaim that came too late.
         if gang is None and self._poll_exits(job, replicas):
+            if job.outcome is not None and not any(r.phase in ("planned", "running") for r in replicas):
+                return self._tear_down(job, replicas)  # nothing left to stop: end it in this pass
             return True
         self._random_preemptions(job, replicas)  # of the replicas still running
         preempted = [r for r in replicas if r.preempt_requested and r.phase in ("planned", "running")]
@@ -674,28 +698,40 @@ class CustomJobController(GangJobs, ReconcileLoop):
         return True
 
     def _poll_exits(self, job: CustomJobRow, replicas: list[ReplicaRow]) -> bool:
-        """Record the replicas that ended and act on the first that decides something; True when one did."""
-        for replica in replicas:
-            handle = _handle(replica)
-            fresh = replica.phase == "running"
-            if replica.phase in _ENDED:
-                # Its end was recorded but the server stopped before acting on it: act on it now.
-                status = ReplicaStatus(Phase(replica.phase), replica.exit_code, replica.detail or "")
-            elif handle is None or not fresh:
-                continue
-            else:
-                status = self.backend.poll(handle, Path(replica.run_dir))
-                if status.phase == Phase.RUNNING:
+        """Record the replicas that ended and act on the first that decides something; True when one did.
+        The exits seen here are recorded with the decision they lead to (`_set_outcome`), in one transaction;
+        those that decide nothing, on their own."""
+        try:
+            for replica in replicas:
+                handle = _handle(replica)
+                fresh = replica.phase == "running"
+                if replica.phase in _ENDED:
+                    # Its end was recorded but the server stopped before acting on it: act on it now.
+                    status = ReplicaStatus(Phase(replica.phase), replica.exit_code, replica.detail or "")
+                elif handle is None or not fresh:
                     continue
-                self._record_exit(replica, status.phase, status.exit_code, status.detail)
-                crash_point("replica-exit-recorded")
-                replica.phase = status.phase.value  # it has ended: a preemption finds nothing to stop
-            if status.phase == Phase.LOST:
-                self._lost(job, replica)
-                return True
-            if self._exited(job, replica, status, announce=fresh):
-                return True
-        return False
+                else:
+                    status = self.backend.poll(handle, Path(replica.run_dir))
+                    if status.phase == Phase.RUNNING:
+                        continue
+                    self._exits.append(
+                        (replica.id, _exit_values(status.phase, status.exit_code, status.detail))
+                    )
+                    replica.phase = status.phase.value  # it has ended: a preemption finds nothing to stop
+                if status.phase == Phase.LOST:
+                    self._lost(job, replica)
+                    return True
+                if self._exited(job, replica, status, announce=fresh):
+                    return True
+            return False
+        finally:
+            self._record_exits(job)  # those no decision took along (or all, when deciding failed)
+
+    def _record_exits(self, job: CustomJobRow) -> None:
+        exits, self._exits = self._exits, []
+        if exits:
+            self.jobs.record_replicas(job.id, exits)
+            crash_point("replica-exit-recorded")
 
     def _exited(
         self, job: CustomJobRow, replica: ReplicaRow, status: ReplicaStatus, announce: bool = True
@@ -742,6 +778,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
                 )
         elif worker_restarts_left(replica):
             log_service(self.job_dir(job), f"{what}. Restarting it.", severity="WARNING")
+            self._record_exits(job)  # the lost run's end before its next run's row
             self.metrics.replicas_restarted(RestartKind.WORKER)
             for stale in ("shim.json", "exit.json"):
                 (Path(replica.run_dir) / stale).unlink(missing_ok=True)
@@ -794,15 +831,15 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self._restart(job, RestartKind.PREEMPTION, f"{cause} (preemption {preemptions}).", grace=notice)
 
     def _record_exit(self, replica: ReplicaRow, phase: Phase, code: int | None, detail: str) -> None:
-        self.jobs.update_replica(
-            replica.id, phase=phase.value, exit_code=code, detail=detail or None, ended_at=now_utc()
-        )
+        self.jobs.update_replica(replica.id, **_exit_values(phase, code, detail))
 
     # -------------------------------------------------------------- teardown
-    def _tear_down(self, job: CustomJobRow) -> bool:
+    def _tear_down(self, job: CustomJobRow, replicas: list[ReplicaRow] | None = None) -> bool:
+        """`replicas`: the current attempt's, when the caller has just read them."""
         assert job.outcome is not None
         self._preparing.pop(job.id, None)
-        replicas = self.jobs.replicas(job.id, job.attempt)
+        if replicas is None:
+            replicas = self.jobs.replicas(job.id, job.attempt)
         gang = self._gang_of(replicas)
         if gang is not None:
             try:

@@ -219,6 +219,7 @@ class ReplicaLauncher:
         busy_gpus: set[int] | None = None,
     ) -> ProcessHandle:
         pool: dict[str, Any] = job.spec["jobSpec"]["workerPoolSpecs"][replica.pool]
+        resource = job.spec["jobSpec"].get("persistentResourceId")
         slot = ReplicaSlot(replica.pool, replica.replica_index, replica.host, replica.port)
         task = replica_task(replica)
         job_dir = Path(replica.run_dir).parent
@@ -274,6 +275,7 @@ class ReplicaLauncher:
             gcs_root=shim_gcs_root,
             project=job.project_number,
             memory_bytes=machine_memory(pool),
+            persistent_resource=(job.project_number, job.location, resource) if resource else None,
         )
         return self.backend.launch(request)
 

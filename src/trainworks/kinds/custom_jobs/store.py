@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy.orm import Session, make_transient_to_detached
 
+from trainworks.jobs.enums import JobState
 from trainworks.jobs.store import JobRows
 from trainworks.kernel.changes import record_in, record_select_in
+from trainworks.kernel.rows import insert_values
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 
 _IN_CHUNK = 500  # job ids per IN (...) query
@@ -41,9 +43,20 @@ class JobStore(JobRows[CustomJobRow]):
         return sorted(latest.values(), key=lambda r: (r.pool, r.replica_index))
 
     def add_replicas(self, rows: Sequence[ReplicaRow]) -> list[ReplicaRow]:
+        """Store new replica rows (a Core insert: the ORM's flush costs more than the rest of a plan) and
+        return them as if read back, ids set."""
+        if not rows:
+            return []
+        values = [insert_values(row) for row in rows]
+        for row_values in values:
+            del row_values["id"]  # the database numbers them
+        statement = insert(ReplicaRow).returning(ReplicaRow.id, sort_by_parameter_order=True)
         with self.db.session() as session:
-            session.add_all(rows)
+            ids = list(session.connection().execute(statement, values).scalars())
             record_in(session, self.kind, [r.job_id for r in rows])
+        for row, row_id in zip(rows, ids, strict=True):
+            row.id = row_id
+            make_transient_to_detached(row)
         return list(rows)
 
     def set_waiting_reasons(self, reasons: dict[int, str]) -> None:
@@ -59,15 +72,27 @@ class JobStore(JobRows[CustomJobRow]):
             session.execute(statement, [{"job_id": i, "why": why} for i, why in reasons.items()])
             record_in(session, self.kind, reasons)
 
-    def replicas_started(self, job_id: int, started: Sequence[tuple[int, dict[str, Any]]]) -> None:
-        """Record the replicas of one job just launched, (replica id, values) each, in one transaction."""
-        if not started:
-            return
+    def record_replicas(
+        self,
+        job_id: int,
+        changes: Sequence[tuple[int, dict[str, Any]]],
+        from_states: Iterable[JobState] = (),
+        **job_values: Any,
+    ) -> bool:
+        """Record changes to replicas of one job, (replica id, values) each, in one transaction; with
+        `from_states`, the job moves in the same transaction (a compare-and-set, as `transition`): the
+        replicas launched with the job's RUNNING, an exit with the decision it leads to. True when the job
+        moved (or no move was asked for); the replicas' changes are recorded either way."""
+        if not changes and not from_states:
+            return True
         with self.db.session() as session:
             connection = session.connection()  # Core updates: no ORM objects to keep in step
-            for replica_id, values in started:
+            for replica_id, values in changes:
                 connection.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id).values(**values))
-            record_in(session, self.kind, [job_id])
+            if changes:
+                record_in(session, self.kind, [job_id])
+            # A compare-and-set that does not apply writes nothing: the replicas' changes still commit.
+            return not from_states or self.transition_in(session, job_id, from_states, **job_values)
 
     def update_replica(self, replica_id: int, **values: Any) -> None:
         """A replica's change is its job's change (the feed names the job)."""

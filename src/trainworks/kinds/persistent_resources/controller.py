@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 
+from trainworks.backends.base import LaunchRequest
 from trainworks.backends.warm import WarmPool, WarmTarget
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
@@ -58,7 +58,6 @@ R = PersistentResourceState
 S = JobState
 _FAILABLE = (S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING)
 _SWEEP_SECONDS = 60.0
-_RESOURCE_OF_SIZE = 4096  # jobs whose resource is remembered (those launching now, and more)
 
 
 def warm_target(row: PersistentResourceRow, labels: dict[str, str] | None = None) -> WarmTarget:
@@ -83,8 +82,6 @@ class PersistentResourceJobs:
         self.settings = settings
         self.store = store
         self.jobs = jobs
-        # A job's spec never changes: which resource it names is read once, not once per replica launched.
-        self._resource_of: OrderedDict[int, tuple[str, str, str] | None] = OrderedDict()
 
     def admit(self, jobs: list[CustomJobRow]) -> list[CustomJobRow]:
         """Admit the queued jobs that run on a persistent resource; returns the others (for the scheduler)."""
@@ -151,27 +148,11 @@ class PersistentResourceJobs:
             job.waiting_reason = reason
             log_service(job_dir, f"Job is queued: {reason}.")
 
-    def _resource_key(self, job_id: int) -> tuple[str, str, str] | None:
-        """The persistent resource the job names (project number, location, id), or None."""
-        if job_id in self._resource_of:
-            self._resource_of.move_to_end(job_id)
-            return self._resource_of[job_id]
-        job = self.jobs.job_row(job_id)
-        if job is None:
+    def warm_target(self, request: LaunchRequest) -> WarmTarget | None:
+        """Where a replica starts warm: the persistent resource its job runs on, while that is RUNNING."""
+        if request.persistent_resource is None:
             return None
-        resource = job_resource_id(job.spec)
-        key = (job.project_number, job.location, resource) if resource else None
-        self._resource_of[job_id] = key
-        if len(self._resource_of) > _RESOURCE_OF_SIZE:
-            self._resource_of.popitem(last=False)
-        return key
-
-    def warm_target(self, job_id: str) -> WarmTarget | None:
-        """Where the replicas of a job start warm: its persistent resource, while that is RUNNING."""
-        key = self._resource_key(int(job_id))
-        if key is None:
-            return None
-        row = self.store.get(key)
+        row = self.store.get(request.persistent_resource)
         if row is None or R(row.state) != R.RUNNING:
             return None
         return warm_target(row)
