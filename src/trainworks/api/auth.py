@@ -266,7 +266,14 @@ def _needs_check(conn: HTTPConnection, path: str) -> bool:
     if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         return False
     auth = authority(conn)
-    return auth.enabled() or (auth.peers is not None and peer_applies(path))
+    if auth.enabled():
+        return True
+    if auth.peers is None or not peer_applies(path):
+        return False
+    # Tokens off: only a replica's requests are limited, so a caller already known to be none goes on
+    # here, without a trip through the thread pool (the answer `refusal` would give: allowed).
+    known = auth.peers.known(conn.scope.get("client"), conn.scope.get("server"))
+    return known not in (Caller.LOCAL, Caller.REMOTE)
 
 
 class AuthMiddleware:

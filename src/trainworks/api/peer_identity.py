@@ -87,6 +87,11 @@ class SocketTable:
         self._netlink_refused = False
         self._seq = 0
 
+    @property
+    def fast(self) -> bool:
+        """Whether a look-up is a netlink query (not a read of /proc's whole table)."""
+        return not self._netlink_refused
+
     def inode(self, local: tuple[str, int], remote: tuple[str, int]) -> int | None:
         """The inode of the socket bound to `local` and connected to `remote`: 0 when it has no holder any
         more, None when there is no such socket here."""
@@ -263,6 +268,18 @@ class PeerIdentity:
 
     def of(self, client: tuple[str, int] | None, server: tuple[str, int] | None) -> Peer:
         """The peer of the connection from `client` to `server` (ASGI scope's addresses)."""
+        found = self._of(client, server, look=True)
+        assert found is not None
+        return found
+
+    def known(self, client: tuple[str, int] | None, server: tuple[str, int] | None) -> Peer | None:
+        """`of` when it needs no look at the replicas' processes (no addresses, no socket, or a cached
+        answer), else None: one netlink query at most, cheap enough for the event loop."""
+        if not self.table.fast:
+            return None
+        return self._of(client, server, look=False)
+
+    def _of(self, client: tuple[str, int] | None, server: tuple[str, int] | None, look: bool) -> Peer | None:
         if not client or not server or not isinstance(client[1], int) or not isinstance(server[1], int):
             return Caller.REMOTE  # no TCP addresses (a unix socket): no replica reaches the server that way
         local = is_loopback(client[0]) or client[0] == server[0]
@@ -277,6 +294,8 @@ class PeerIdentity:
             cached = self._cache.get(key)
         if cached is not None and cached[0] > now and (cached[2] is None or self.replicas.exists(cached[2])):
             return cached[1]
+        if not look:
+            return None
         peer, cgroup = self._find(inode)
         with self._lock:
             self._cache[key] = (now + self.ttl, peer, cgroup)
