@@ -375,10 +375,14 @@ def test_a_socket_names_the_replica_whose_cgroup_holds_it(cgroups: Path, listene
     server = ("127.0.0.1", port)
     peers = PeerIdentity(CgroupReplicas(str(cgroups)), {"41": "4001", "42": "4002"}.get)
     with holder(cgroups / "41-workerpool0-0", port) as (_, client_port):
+        # `known` (the request path's look without the thread pool) answers only what needs no look at
+        # the replicas' processes: not yet here, the cached replica after the first full look.
+        assert peers.known(("127.0.0.1", client_port), server) is None
         assert peers.of(("127.0.0.1", client_port), server) == Replica("41", "workerpool0-0", "4001")
         assert peers.of(("127.0.0.1", client_port), server) == Replica(
             "41", "workerpool0-0", "4001"
         )  # cached
+        assert peers.known(("127.0.0.1", client_port), server) == Replica("41", "workerpool0-0", "4001")
     # The replica and its cgroup are gone; this process connects from the same client port (to another
     # listener: the old connection still lingers): it is not taken for the replica.
     with socket.socket() as other, socket.socket() as mine:
@@ -387,11 +391,14 @@ def test_a_socket_names_the_replica_whose_cgroup_holds_it(cgroups: Path, listene
         mine.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         mine.bind(("127.0.0.1", client_port))
         mine.connect(other.getsockname())
+        assert peers.known(("127.0.0.1", client_port), other.getsockname()) is None  # a new socket
         assert peers.of(("127.0.0.1", client_port), other.getsockname()) is Caller.LOCAL
+        assert peers.known(("127.0.0.1", client_port), other.getsockname()) is Caller.LOCAL
     # A connection from another host (no such socket here) is remote; an unknown one of ours is not.
     assert peers.of(("192.0.2.7", 40000), server) is Caller.REMOTE
     assert peers.of(("127.0.0.1", 1), server) is Caller.UNKNOWN
     assert peers.of(None, server) is Caller.REMOTE
+    assert peers.known(("192.0.2.7", 40000), server) is Caller.REMOTE  # no socket to look at
 
 
 def test_a_closed_or_shared_socket_names_no_replica(cgroups: Path, listener: socket.socket) -> None:
