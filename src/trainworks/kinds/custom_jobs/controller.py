@@ -61,6 +61,7 @@ from trainworks.kinds.custom_jobs.gang import GangJobs
 from trainworks.kinds.custom_jobs.launcher import ReplicaLauncher
 from trainworks.kinds.custom_jobs.rules import (
     FLEX_START_DEFAULT_WAIT,
+    LIVE_PHASES,
     MAX_JOB_RETRIES,
     MAX_PREEMPTION_RESTARTS,
     MAX_WORKER_RESTARTS,
@@ -658,11 +659,11 @@ class CustomJobController(GangJobs, ReconcileLoop):
         # seen now happened first. A job whose primary replica exited 0 just before has succeeded: it must
         # not be restarted (or failed with a stock-out) for a reclaim that came too late.
         if gang is None and self._poll_exits(job, replicas):
-            if job.outcome is not None and not any(r.phase in ("planned", "running") for r in replicas):
+            if job.outcome is not None and not any(r.phase in LIVE_PHASES for r in replicas):
                 return self._tear_down(job, replicas)  # nothing left to stop: end it in this pass
             return True
         self._random_preemptions(job, replicas)  # of the replicas still running
-        preempted = [r for r in replicas if r.preempt_requested and r.phase in ("planned", "running")]
+        preempted = [r for r in replicas if r.preempt_requested and r.phase in LIVE_PHASES]
         if preempted:
             self._preempt(job, [replica_task(r) for r in preempted])
             crash_point("preemption-decided")
@@ -831,7 +832,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self._restart(job, RestartKind.PREEMPTION, f"{cause} (preemption {preemptions}).", grace=notice)
 
     def _record_exit(self, replica: ReplicaRow, phase: Phase, code: int | None, detail: str) -> None:
-        self.jobs.update_replica(replica.id, **_exit_values(phase, code, detail))
+        self.jobs.record_replicas(replica.job_id, [(replica.id, _exit_values(phase, code, detail))])
 
     # -------------------------------------------------------------- teardown
     def _tear_down(self, job: CustomJobRow, replicas: list[ReplicaRow] | None = None) -> bool:

@@ -36,6 +36,7 @@ class RestartKind(enum.StrEnum):
 # A task (replica) name, as a shell or a preemption names one: workerpool{P}-{i} (contract's task_name).
 TASK_NAME = re.compile(rf"^(?:{'|'.join(POOL_NAMES)})-\d+$")
 PRIMARY = (0, 0)  # (pool, index) of the primary replica, whose exit 0 ends the job
+LIVE_PHASES = ("planned", "running")  # a replica row in one of these still has (or will have) a process
 
 
 def replica_task(replica: ReplicaRow) -> str:

@@ -8,7 +8,7 @@ from trainworks.jobs.enums import JobState
 from trainworks.kernel.errors import FieldViolation, failed_precondition, invalid_argument
 from trainworks.kernel.names import custom_job_name
 from trainworks.kernel.wire import format_timestamp
-from trainworks.kinds.custom_jobs.rules import is_spot, replica_task
+from trainworks.kinds.custom_jobs.rules import LIVE_PHASES, is_spot, replica_task
 from trainworks.kinds.custom_jobs.service import CustomJobService
 from trainworks.kinds.custom_jobs.usage import job_cost
 from trainworks.store.tables import ReplicaRow
@@ -82,7 +82,7 @@ class JobStatusService:
             raise failed_precondition(
                 f"The CustomJob {job_id} runs attempt {row.attempt}, not {attempt}: it restarted meanwhile."
             )
-        replicas = [r for r in self.jobs.replicas(row.id, row.attempt) if r.phase in ("planned", "running")]
+        replicas = [r for r in self.jobs.replicas(row.id, row.attempt) if r.phase in LIVE_PHASES]
         names = {replica_task(r): r for r in replicas}
         if replica is not None and replica not in names:
             raise invalid_argument(

@@ -12,6 +12,7 @@ from trainworks.jobs.enums import JobState
 from trainworks.jobs.store import JobRows
 from trainworks.kernel.changes import record_in, record_select_in
 from trainworks.kernel.rows import insert_values
+from trainworks.kinds.custom_jobs.rules import LIVE_PHASES
 from trainworks.store.tables import CustomJobRow, ReplicaRow
 
 _IN_CHUNK = 500  # job ids per IN (...) query
@@ -117,6 +118,4 @@ class JobStore(JobRows[CustomJobRow]):
 
     def ports_in_use(self) -> set[int]:
         with self.db.session() as session:
-            return set(
-                session.scalars(select(ReplicaRow.port).where(ReplicaRow.phase.in_(["planned", "running"])))
-            )
+            return set(session.scalars(select(ReplicaRow.port).where(ReplicaRow.phase.in_(LIVE_PHASES))))
