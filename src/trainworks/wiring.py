@@ -16,6 +16,7 @@ from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.operations import OperationService
 from trainworks.kernel.projects import Projects
+from trainworks.kernel.request_load import RequestLoad
 from trainworks.kinds.clusters.controller import ClusterController, cluster_targets
 from trainworks.kinds.clusters.service import ClusterService
 from trainworks.kinds.clusters.store import ClusterStore
@@ -83,6 +84,7 @@ class Services:
     training_pipelines: TrainingPipelineService | None = None
     pipeline_controller: TrainingPipelineController | None = None
     metrics: ServerMetrics = field(default_factory=ServerMetrics)  # what /metrics shows
+    requests: RequestLoad = field(default_factory=RequestLoad)  # when the API's last request started
     tokens: TokenService | None = None  # the stored API tokens that api/auth.py looks up
     locations: LocationService | None = None  # the Locations API: the inventory's regions
     log_entries: LogEntryService | None = None  # the Cloud Logging API's entries:list over jobs' logs
@@ -153,6 +155,7 @@ def build_services(settings: Settings) -> Services:
         [server_targets(settings.slurm_conf, settings.slurm_partition, settings.executor)],
         tag=SlurmBackend.tag_for(settings.home),
     )
+    requests = RequestLoad()
     controller = CustomJobController(
         settings,
         job_store,
@@ -161,6 +164,7 @@ def build_services(settings: Settings) -> Services:
         inventory,
         gang=slurm,
         metrics=metrics,
+        requests=requests,
     )
     controller.persistent = pr_jobs
     custom_jobs.wake = controller.wake  # the service and the controller need each other
@@ -248,6 +252,7 @@ def build_services(settings: Settings) -> Services:
         training_pipelines=training_pipelines,
         pipeline_controller=pipeline_controller,
         metrics=metrics,
+        requests=requests,
         tokens=TokenService(db),
         locations=LocationService(projects, inventory),
         log_entries=LogEntryService(settings.jobs_dir, projects, JobCatalog(db), custom_jobs, tuning_jobs),

@@ -451,7 +451,7 @@ def test_the_proc_table_agrees_with_netlink(listener: socket.socket) -> None:
                 local, remote = client.getsockname()[:2], server_sock.getsockname()[:2]
                 inode = os.fstat(client.fileno()).st_ino
                 assert table.inode(local, remote) == inode
-                found, src, dst = next(_address_forms(local[0], remote[0]))
+                found, src, dst = _address_forms(local[0], remote[0])[0]
                 assert _proc_net_inode(found, src, local[1], dst, remote[1]) == inode
 
 

@@ -16,6 +16,7 @@ from google.protobuf import empty_pb2, field_mask_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from trainworks.kernel.errors import ApiError, FieldViolation, invalid_argument, not_found
+from trainworks.kernel.request_load import RequestLoad
 from trainworks.kernel.routes import Collection, job_methods
 from trainworks.kernel.rpc import (
     DETAILS_KEY,
@@ -181,7 +182,12 @@ def calls() -> list[RpcCall]:
 
 
 @pytest.fixture
-def server(jobs: Jobs, calls: list[RpcCall]) -> Iterator[RpcServer]:
+def load() -> RequestLoad:
+    return RequestLoad()
+
+
+@pytest.fixture
+def server(jobs: Jobs, calls: list[RpcCall], load: RequestLoad) -> Iterator[RpcServer]:
     def authorize(call: RpcCall) -> ApiError | None:
         calls.append(call)
         if call.path.startswith("/v1/projects/denied/"):
@@ -192,7 +198,7 @@ def server(jobs: Jobs, calls: list[RpcCall]) -> Iterator[RpcServer]:
         return ApiError(Code.INTERNAL, f"unexpected {type(exc).__name__}")
 
     bindings = [bind_collection(JOBS, jobs, vertex_service(v, "JobService"), v, ROUTES) for v in VERSIONS]
-    rpc = RpcServer("127.0.0.1", 0, bindings, authorize, unexpected, max_message_bytes=1 << 20)
+    rpc = RpcServer("127.0.0.1", 0, bindings, authorize, unexpected, max_message_bytes=1 << 20, load=load)
     rpc.start()
     try:
         yield rpc
@@ -327,6 +333,27 @@ def test_any_other_failure_is_the_answer_of_unexpected(client: aiplatform_v1.Job
     with pytest.raises(exceptions.InternalServerError) as extra:
         client.get_custom_job(name=f"{PARENT}/customJobs/extra")
     assert extra.value.message == "unexpected ParseError"
+
+
+def test_a_call_counts_as_an_open_request_while_it_runs(
+    server: RpcServer,
+    client: aiplatform_v1.JobServiceClient,
+    load: RequestLoad,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[int] = []
+    authorize = server.authorize
+
+    def watched(call: RpcCall) -> ApiError | None:
+        seen.append(load.open)
+        return authorize(call)
+
+    monkeypatch.setattr(server, "authorize", watched)
+    for job_id in ("missing", "boom"):  # answered with an error, and failed in the handler
+        with pytest.raises(exceptions.GoogleAPICallError):
+            client.get_custom_job(name=f"{PARENT}/customJobs/{job_id}")
+    assert seen == [1, 1]  # the controllers held off while each ran (kernel/request_load.py) ...
+    assert load.open == 0  # ... and not after
 
 
 def test_a_port_in_use_is_an_error(server: RpcServer) -> None:

@@ -169,8 +169,17 @@ def test_a_concurrent_batch_that_really_runs_all_succeeds(loaded: ServerProcess)
             return jobs if ended else None
 
         jobs = wait_for(all_ended, timeout=120, interval=0.2, what=f"{RUNNING} jobs to end")
+        # The creates went first: the controller put its launches off while they kept arriving, and the
+        # launches still all happened (kernel/request_load.py).
+        metrics = client.get("/metrics").text
     assert sorted(j["name"] for j in jobs) == sorted(created)
     assert {j["state"] for j in jobs} == {"JOB_STATE_SUCCEEDED"}
+    deferred = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("trainworks_controller_deferred_seconds_total ")
+    ]
+    assert deferred and float(deferred[0].split()[1]) > 0, deferred
     assert_log_clean(loaded)
 
 

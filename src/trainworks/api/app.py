@@ -19,6 +19,7 @@ from trainworks.capacity.routes import router as capacity_router
 from trainworks.config import Settings
 from trainworks.console import router as console
 from trainworks.costs import routes as costs
+from trainworks.kernel.request_load import MarkRequests
 from trainworks.kernel.rpc import RpcServer
 from trainworks.kernel.status import Code
 from trainworks.kinds.clusters.routes import CLUSTERS
@@ -89,6 +90,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(tensorboard_router())
     app.include_router(log_entries.router())  # the Cloud Logging API's entries:list (/v2)
     observability.install(app, settings)  # /metrics and request timing: after the auth middleware
+    app.add_middleware(MarkRequests)  # outermost: the controllers learn of a request before anything runs
     openapi.install(app)  # the query parameters and bodies routes read by hand
     console.install(app)  # the web console at /console (static pages over this same API)
 
@@ -125,6 +127,7 @@ def grpc_server(app: FastAPI, settings: Settings, services: Services) -> RpcServ
         unexpected_error,
         max_message_bytes=settings.max_request_bytes,
         tls=settings.tls,
+        load=services.requests,
     )
     server.start()
     log.info("gRPC on %s", server.address)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import functools
 import ipaddress
 import os
 import socket
@@ -145,19 +146,22 @@ class SocketTable:
                 self._netlink = None
 
 
-def _address_forms(local: str, remote: str) -> Iterator[tuple[int, bytes, bytes]]:
+@functools.lru_cache(maxsize=4096)  # a client's address pair recurs on every request of its connection
+def _address_forms(local: str, remote: str) -> tuple[tuple[int, bytes, bytes], ...]:
     """The (family, local, remote) packed addresses a socket of this connection may have: an IPv4 client
     of a dual-stack server shows as ::ffff:a.b.c.d there and holds an AF_INET socket."""
     try:
         mine, theirs = ipaddress.ip_address(local), ipaddress.ip_address(remote)
     except ValueError:
-        return
+        return ()
+    forms: list[tuple[int, bytes, bytes]] = []
     if isinstance(mine, ipaddress.IPv6Address) and isinstance(theirs, ipaddress.IPv6Address):
-        yield socket.AF_INET6, mine.packed, theirs.packed
+        forms.append((socket.AF_INET6, mine.packed, theirs.packed))
         if mine.ipv4_mapped is not None and theirs.ipv4_mapped is not None:
             mine, theirs = mine.ipv4_mapped, theirs.ipv4_mapped
     if isinstance(mine, ipaddress.IPv4Address) and isinstance(theirs, ipaddress.IPv4Address):
-        yield socket.AF_INET, mine.packed, theirs.packed
+        forms.append((socket.AF_INET, mine.packed, theirs.packed))
+    return tuple(forms)
 
 
 def _proc_hex(address: bytes, port: int) -> str:
@@ -239,6 +243,7 @@ class JobProjects:
         return found
 
 
+@functools.lru_cache(maxsize=1024)
 def is_loopback(host: str) -> bool:
     try:
         address = ipaddress.ip_address(host)

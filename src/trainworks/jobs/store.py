@@ -123,6 +123,32 @@ class JobRows(NewestFirstRows[R]):
         record_in(session, self.kind, [job_id])
         return True
 
+    def transition_many(
+        self, job_ids: Iterable[int], from_states: Iterable[JobState], **values: Any
+    ) -> set[int]:
+        """`transition` of many jobs to the same values in one transaction; the ids of those that were still
+        in one of `from_states` (the others are left as they are)."""
+        ids = sorted(set(job_ids))
+        if not ids:
+            return set()
+        values.setdefault("update_time", now_utc())
+        if "state" in values:
+            values["state"] = int(values["state"])
+        table = self.row
+        with self.db.session() as session:
+            changed = set(
+                session.connection()
+                .execute(
+                    update(table)
+                    .where(table.id.in_(ids), table.state.in_([int(s) for s in from_states]))
+                    .values(**values)
+                    .returning(table.id)
+                )
+                .scalars()
+            )
+            record_in(session, self.kind, changed)
+        return changed
+
     def record_delete(self, job_id: int, previous: int | None, operation: OperationRow) -> bool:
         """Store a delete request's operation and link it to the job in one transaction, if the job's delete
         operation is still `previous` (compare-and-set); True when it was. A crash, or a concurrent delete,

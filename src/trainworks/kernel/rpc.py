@@ -42,6 +42,7 @@ from google.rpc import error_details_pb2, status_pb2  # noqa: F401 - BadRequest,
 
 from trainworks.kernel.errors import ApiError, FieldViolation, invalid_argument
 from trainworks.kernel.list_query import ListQuery
+from trainworks.kernel.request_load import RequestLoad
 from trainworks.kernel.routes import (
     API_VERSION,
     BODY,
@@ -369,8 +370,10 @@ class RpcServer:
         max_message_bytes: int,
         workers: int = 32,
         tls: ServerTls | None = None,
+        load: RequestLoad | None = None,
     ) -> None:
         self.host, self.port = host, port
+        self.load = load  # told of every call while it runs (controllers let requests go first)
         self.tls = tls
         self.authorize, self.unexpected = authorize, unexpected
         self.max_message_bytes = max_message_bytes
@@ -420,6 +423,15 @@ class RpcServer:
 
     def _method(self, binding: Binding, rpc: Rpc, handler: Handler) -> grpc.RpcMethodHandler:
         def answer(request: Message, context: grpc.ServicerContext) -> Message:
+            if self.load is None:
+                return respond(request, context)
+            self.load.begin()
+            try:
+                return respond(request, context)
+            finally:
+                self.load.end()
+
+        def respond(request: Message, context: grpc.ServicerContext) -> Message:
             try:
                 as_json = json_format.MessageToDict(request)
                 refused = self.authorize(self._call(binding, rpc.name, as_json, context))

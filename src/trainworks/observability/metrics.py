@@ -69,6 +69,12 @@ class ServerMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.controller_deferred = Counter(
+            "trainworks_controller_deferred_seconds",
+            "Seconds the custom-job controller put its work off for API requests arriving meanwhile "
+            "(requests go first; at most 0.1 s before each piece of work).",
+            registry=self.registry,
+        )
         self.http_duration = Histogram(
             "trainworks_http_request_duration_seconds",
             "Seconds from a request's arrival to the start of its response, by method, route template and "
@@ -89,6 +95,10 @@ class ServerMetrics:
     def replicas_restarted(self, reason: str, count: int = 1) -> None:
         if count > 0:
             self.replica_restarts.labels(reason=reason).inc(count)
+
+    def work_deferred(self, seconds: float) -> None:
+        if seconds > 0:
+            self.controller_deferred.inc(seconds)
 
     # ------------------------------------------------------------------ what the API reports
     def request_done(self, method: str, route: str | None, status: int, seconds: float) -> None:

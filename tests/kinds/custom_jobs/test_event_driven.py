@@ -18,6 +18,7 @@ from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, wait_for
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
+from trainworks.kernel.request_load import RequestLoad
 from trainworks.store.tables import CustomJobRow
 from trainworks.wiring import Services
 
@@ -158,3 +159,70 @@ def test_the_slow_resync_finds_a_write_that_escaped_the_feed(services: Services)
     assert set(queued) <= looks.passes()
     wait_for(lambda: looks.passes() is not None and state_in(services, queued[1]), what="the cancel")
     assert looks.full_reads == 1
+
+
+def deferred(services: Services) -> float:
+    value = services.metrics.registry.get_sample_value("trainworks_controller_deferred_seconds_total")
+    return float(value or 0.0)
+
+
+def test_a_burst_of_jobs_is_admitted_in_one_transaction(services: Services) -> None:
+    ids = [create(services, LOCATION, job(python_pool("pass"), name=f"b{i}")) for i in range(12)]
+    transitions, many = services.controller.jobs.transition, services.controller.jobs.transition_many
+    batches: list[set[int]] = []
+
+    def one_by_one(*args: Any, **kwargs: Any) -> bool:
+        raise AssertionError("admitted one by one")
+
+    def counted(job_ids: Any, *args: Any, **kwargs: Any) -> set[int]:
+        moved = many(job_ids, *args, **kwargs)
+        batches.append(moved)
+        return moved
+
+    services.controller.jobs.transition = one_by_one  # type: ignore[method-assign]
+    services.controller.jobs.transition_many = counted  # type: ignore[method-assign]
+    services.controller._admit(services.controller.jobs.active())  # the admission step of a pass
+    services.controller.jobs.transition = transitions  # type: ignore[method-assign]
+    assert batches == [set(ids)]
+    assert {state(services, i) for i in ids} == {"JOB_STATE_PENDING"}
+
+
+def test_a_cancelled_job_is_not_admitted_with_the_burst(services: Services) -> None:
+    ids = [create(services, LOCATION, job(python_pool("pass"), name=f"c{i}")) for i in range(3)]
+    rows = services.controller.jobs.active()
+    services.custom_jobs.cancel(PROJECT, LOCATION, str(ids[1]))  # after the pass read it, before admission
+    services.controller._admit(rows)
+    assert [state(services, i) for i in ids] == [
+        "JOB_STATE_PENDING",
+        "JOB_STATE_CANCELLING",
+        "JOB_STATE_PENDING",
+    ]
+
+
+def test_open_requests_put_each_jobs_work_off_boundedly(services: Services) -> None:
+    # A request that stays open and young: each job's work waits the most it may, then goes on.
+    load = RequestLoad(quiet=60.0, most=0.05, young=60.0)
+    services.controller.requests = load
+    ids = [create(services, LOCATION, job(python_pool("pass"), name=f"d{i}")) for i in range(3)]
+    load.begin()
+    try:
+        services.controller.reconcile_once()
+    finally:
+        load.end()
+    assert deferred(services) >= 3 * 0.05  # each of the three jobs waited
+    assert {state(services, i) for i in ids} <= {
+        "JOB_STATE_PENDING",
+        "JOB_STATE_RUNNING",
+        "JOB_STATE_SUCCEEDED",
+    }
+    wait_for(
+        lambda: (
+            services.controller.reconcile_once() is not None
+            and {state(services, i) for i in ids} == {"JOB_STATE_SUCCEEDED"}
+        ),
+        what="the jobs to succeed",
+    )
+    before = deferred(services)
+    create(services, LOCATION, job(python_pool("pass"), name="quiet"))
+    services.controller.reconcile_once()
+    assert deferred(services) == before  # no request open: nothing is put off

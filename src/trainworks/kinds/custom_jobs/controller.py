@@ -27,6 +27,7 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,6 +56,7 @@ from trainworks.jobs.service_log import forget_service_log, log_service
 from trainworks.jobs.store import ACTIVE_STATES
 from trainworks.kernel.changes import ChangeFeed
 from trainworks.kernel.loop import BUSY_INTERVAL, ReconcileLoop
+from trainworks.kernel.request_load import RequestLoad
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import format_timestamp, now_utc, parse_duration, parse_timestamp
 from trainworks.kinds.custom_jobs.gang import GangJobs
@@ -137,8 +139,11 @@ class CustomJobController(GangJobs, ReconcileLoop):
         gang: GangBackend | None = None,
         metrics: ServerMetrics | None = None,
         changes: ChangeFeed | None = None,
+        requests: RequestLoad | None = None,
     ) -> None:
         self.settings = settings
+        # The API's requests go first: each job's work waits for a gap between them (request_load.py).
+        self.requests = requests
         self.inventory = inventory or default_inventory()
         self.jobs = jobs
         self.backend = backend
@@ -231,10 +236,17 @@ class CustomJobController(GangJobs, ReconcileLoop):
             else:
                 self._hot.discard(job_id)
             self._schedule(job)
-            # The interpreter lock goes to a request waiting for it now, not after the lock's switch interval
-            # (5 ms): creates keep their pace while the controller works through a burst of them.
-            time.sleep(0)
+            self._yield_to_requests()
         return bool(self._hot)
+
+    def _yield_to_requests(self) -> None:
+        """Between two jobs' work: wait for a gap between API requests (bounded), or at least hand the
+        interpreter lock to a request waiting for it now rather than after its switch interval (5 ms)."""
+        waited = 0.0 if self.requests is None else self.requests.defer()
+        if waited:
+            self.metrics.work_deferred(waited)
+        else:
+            time.sleep(0)
 
     def next_wait(self, busy: bool) -> float:
         if busy:
@@ -368,15 +380,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
             ]
             decision = plan_admissions(self.inventory, holding, requests)
             self._last_plan = (key, decision)
+        self._admit_into_zones(queued, decision.admitted)
         reasons: dict[int, str] = {}  # written together, after the loop
         for job in queued:
-            zone = decision.admitted.get(job.id)
-            if zone is not None:
-                if self.jobs.transition(
-                    job.id, [S.JOB_STATE_QUEUED], state=S.JOB_STATE_PENDING, zone=zone, waiting_reason=None
-                ):
-                    job.state, job.zone, job.waiting_reason = int(S.JOB_STATE_PENDING), zone, None
-                    log_service(self.job_dir(job), f"Waiting for job to be provisioned in {zone}.")
+            if job.id in decision.admitted:
                 continue
             reason = decision.waiting.get(job.id, "waiting for capacity")
             if self._flex_start_expired(job, reason):
@@ -388,6 +395,27 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self.jobs.set_waiting_reasons(reasons)
         if pass_started is not None:  # a real planning pass, not a reused decision
             self.metrics.scheduling_pass_done(time.perf_counter() - pass_started)
+
+    def _admit_into_zones(self, queued: list[CustomJobRow], admitted: Mapping[int, str]) -> None:
+        """QUEUED -> PENDING for the admitted jobs, one transaction per zone (a burst of creates is admitted
+        together); a job cancelled meanwhile keeps its state."""
+        by_zone: dict[str, list[CustomJobRow]] = {}
+        for job in queued:
+            zone = admitted.get(job.id)
+            if zone is not None:
+                by_zone.setdefault(zone, []).append(job)
+        for zone, jobs in by_zone.items():
+            moved = self.jobs.transition_many(
+                [j.id for j in jobs],
+                [S.JOB_STATE_QUEUED],
+                state=S.JOB_STATE_PENDING,
+                zone=zone,
+                waiting_reason=None,
+            )
+            for job in jobs:
+                if job.id in moved:
+                    job.state, job.zone, job.waiting_reason = int(S.JOB_STATE_PENDING), zone, None
+                    log_service(self.job_dir(job), f"Waiting for job to be provisioned in {zone}.")
 
     @staticmethod
     def _flex_start_limit(job: CustomJobRow) -> timedelta | None:
