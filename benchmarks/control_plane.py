@@ -7,7 +7,9 @@ running, the process's CPU over 1 s settled) and trials interleaved with the sid
 1. Creates/s at each `--clients` count: CustomJob creates of a `true` job (launched meanwhile) from asyncio
    HTTP clients, vs `sbatch --wrap true` from as many threads each running sbatch one after the other.
    Both sides then drain (every job finished) before the next trial. Median rate of `--create-trials`,
-   after an unmeasured warm-up round per side.
+   after an unmeasured warm-up round per side; beside it, the seconds from the first create until every job
+   had finished (the drain polled every 0.25 s on both sides): a create answered sooner must not mean a job
+   run later.
 2. Submit -> RUNNING: the job's state GET polled vs `squeue -j` polled, both every POLL_S (the API has no
    watch of a job's state). The command waits for a release file, so RUNNING is observable.
 3. Submit -> a light Python command has run (it writes a file; the folder is polled every FILE_POLL_S, the
@@ -347,17 +349,26 @@ class Bench:
         self.quiesce(f"creates, {clients} clients")
         count = self.args.creates
         rates: dict[str, list[float]] = {side: [] for side in self.sides()}
+        finished: dict[str, list[float]] = {side: [] for side in self.sides()}
         if self.args.warmup:  # unmeasured: the server's first creates pay for imports and caches
             for side in self.sides():
                 self._create_round(side, clients, min(count, WARMUP_CREATES))
         for trial in range(self.args.create_trials):
             for side in rotated(self.sides(), trial):
-                rates[side].append(self._create_round(side, clients, count))
-        return {"clients": clients, "count": count, **{side: common.summary(r) for side, r in rates.items()}}
+                rate, done = self._create_round(side, clients, count)
+                rates[side].append(rate)
+                finished[side].append(done)
+        return {
+            "clients": clients,
+            "count": count,
+            **{side: common.summary(r) for side, r in rates.items()},
+            # seconds from the first create to every job finished (the drain is polled every 0.25 s)
+            "finished": {side: common.summary(f) for side, f in finished.items()},
+        }
 
-    def _create_round(self, side: str, clients: int, count: int) -> float:
-        """Creates/s of `count` creates from `clients` clients; returns once every job has run and finished,
-        so that the next round starts from an idle side."""
+    def _create_round(self, side: str, clients: int, count: int) -> tuple[float, float]:
+        """Creates/s of `count` creates from `clients` clients, and the seconds until every job had run and
+        finished (the next round starts from an idle side)."""
         if side == "trainworks":
 
             async def create(client: httpx.AsyncClient, i: int) -> httpx.Response:
@@ -366,15 +377,17 @@ class Bench:
             measured = asyncio.run(measure(self.tw.server.url, clients, count, create))
             if measured["errors"]:
                 raise RuntimeError(f"creates failed: {measured['first_errors']}")
-            drain(self.tw.http)  # raises if one failed
-            return float(measured["rps"])
+            waited = drain(self.tw.http)  # raises if one failed
+            return float(measured["rps"]), count / float(measured["rps"]) + waited
         assert self.slurm is not None
         measured = sbatch_many(self.slurm, clients, count, "--wrap", "true")
+        started = time.monotonic()
         self.slurm.drain()
+        waited = time.monotonic() - started
         states = self.slurm.states(measured["ids"])
         if states != ["COMPLETED"] * count:
             raise RuntimeError(f"sbatch jobs did not all complete: {sorted(set(states))}")
-        return float(measured["rps"])
+        return float(measured["rps"]), count / float(measured["rps"]) + waited
 
     # -------------------------------------------------------------- 2. submit -> RUNNING
     def running(self) -> dict[str, Any]:
@@ -614,6 +627,8 @@ def report(results: dict[str, Any], slurm: bool, elapsed: float) -> str:
             rate_cell(row["trainworks"]),
             rate_cell(row["slurm"]) if "slurm" in row else "n/a",
             f"{row['trainworks']['median'] / row['slurm']['median']:.2f}x" if "slurm" in row else "n/a",
+            f"{row['finished']['trainworks']['median']:.2f} s",
+            f"{row['finished']['slurm']['median']:.2f} s" if "slurm" in row else "n/a",
         ]
         for row in results["creates"]
     ]
@@ -627,6 +642,8 @@ def report(results: dict[str, Any], slurm: bool, elapsed: float) -> str:
                 "trainworks median (min-max)",
                 "sbatch median (min-max)",
                 "ratio",
+                "all finished after (trainworks)",
+                "all finished after (slurm)",
             ],
             create_rows,
         ),

@@ -25,7 +25,7 @@ import pytest
 from tests.support.jobs import MACHINE, job, python_pool
 from tests.support.podman import BUSYBOX_IMAGE, podman_backed_server
 from tests.support.server import ServerProcess, wait_for, wait_job
-from trainworks.backends.memory_limits import memory_cgroup_of
+from trainworks.backends.memory_limits import memory_cgroup_of, moves_are_fast
 from trainworks.catalog.machines import machine_type
 
 SCALE = 0.01
@@ -178,3 +178,27 @@ def test_a_podman_replica_gets_the_limit_and_the_same_error(podman_small_server:
     argv = json.loads((run / "launch.json").read_text())["argv"]
     assert f"--memory={LIMIT}" in argv and f"--memory-swap={LIMIT}" in argv
     assert json.loads((run / "container.json").read_text())["oom_killed"] is True
+
+
+# /proc/self/mountinfo lines as Linux 6.x writes them (a hybrid host: the v1 memory hierarchy, v2 beside it).
+MOUNTINFO = """\
+35 24 0:30 / /sys/fs/cgroup rw,relatime shared:9 - tmpfs tmpfs rw,mode=755
+40 35 0:35 / /sys/fs/cgroup/memory rw,relatime shared:14 - cgroup cgroup rw,memory
+45 35 0:40 / /sys/fs/cgroup/unified rw,relatime shared:19 - cgroup2 cgroup2 {options}
+"""
+
+
+@pytest.mark.parametrize(
+    ("options", "fast"),
+    [
+        ("rw", False),
+        ("rw,nsdelegate", False),
+        ("rw,favordynmods", True),
+        ("rw,nsdelegate,favordynmods", True),
+    ],
+)
+def test_fast_cgroup_moves_are_told_from_the_cgroup2_mount(tmp_path: Path, options: str, fast: bool) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(MOUNTINFO.format(options=options))
+    assert moves_are_fast(str(mountinfo)) is fast
+    assert moves_are_fast(str(tmp_path / "missing")) is False  # no /proc: the hint is given, nothing breaks

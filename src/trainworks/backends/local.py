@@ -33,7 +33,7 @@ from trainworks.backends.base import (
     write_launch_record,
 )
 from trainworks.backends.forkserver import ForkServer
-from trainworks.backends.memory_limits import OUT_OF_MEMORY, ReplicaCgroups
+from trainworks.backends.memory_limits import OUT_OF_MEMORY, ReplicaCgroups, moves_are_fast
 from trainworks.backends.warm import find_warm
 from trainworks.config import Settings
 
@@ -113,6 +113,11 @@ class ReplicaIsolation:
             )
         self.cgroups = ReplicaCgroups.detect(self.tag) if self.scale > 0 else None
         if self.cgroups is not None:
+            if not moves_are_fast():
+                log.info(
+                    "each replica started after a pause waits ~10-20 ms to join its memory cgroup; mounting "
+                    "cgroup2 with favordynmods removes the wait (docs/scaling.md, host tuning)"
+                )
             removed = self.cgroups.sweep()
             if removed:
                 log.info("removed the memory cgroups of %d ended replica(s)", len(removed))

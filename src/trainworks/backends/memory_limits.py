@@ -180,6 +180,21 @@ def _mount_of(version: int) -> tuple[str, str] | None:
     return None
 
 
+def moves_are_fast(mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether the cgroup2 hierarchy is mounted with `favordynmods` (Linux >= 6.0). Without it, the first
+    move of a process into a cgroup after a quiet spell waits for an RCU grace period (the kernel's
+    threadgroup lock; 8-21 ms measured): a replica started after a pause pays it (docs/scaling.md)."""
+    try:
+        lines = _read(mountinfo).splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        after = line.split(" - ", 1)[1].split() if " - " in line else []
+        if len(after) > 2 and after[0] == "cgroup2" and "favordynmods" in after[2].split(","):
+            return True
+    return False
+
+
 def _directory(found: tuple[int, str]) -> str | None:
     """The folder of a cgroup (version, path) in this process's view of the hierarchy."""
     version, path = found

@@ -135,17 +135,18 @@ class JobRows(NewestFirstRows[R]):
         if "state" in values:
             values["state"] = int(values["state"])
         table = self.row
+        states = [int(s) for s in from_states]
+        changed: set[int] = set()
         with self.db.session() as session:
-            changed = set(
-                session.connection()
-                .execute(
+            for at in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[at : at + _IN_CHUNK]
+                statement = (
                     update(table)
-                    .where(table.id.in_(ids), table.state.in_([int(s) for s in from_states]))
+                    .where(table.id.in_(chunk), table.state.in_(states))
                     .values(**values)
                     .returning(table.id)
                 )
-                .scalars()
-            )
+                changed.update(session.connection().execute(statement).scalars())
             record_in(session, self.kind, changed)
         return changed
 

@@ -226,3 +226,12 @@ def test_open_requests_put_each_jobs_work_off_boundedly(services: Services) -> N
     create(services, LOCATION, job(python_pool("pass"), name="quiet"))
     services.controller.reconcile_once()
     assert deferred(services) == before  # no request open: nothing is put off
+
+
+def test_transition_many_takes_more_ids_than_one_statement_does(services: Services) -> None:
+    ids = [create(services, STOCKED_OUT, job(python_pool("pass"), name=f"m{i}")) for i in range(1100)]
+    services.custom_jobs.cancel(PROJECT, STOCKED_OUT, str(ids[700]))  # no longer QUEUED: left as it is
+    moved = services.controller.jobs.transition_many(ids, [JobState.JOB_STATE_QUEUED], waiting_reason="held")
+    assert moved == set(ids) - {ids[700]}
+    rows = {row.id: row for row in services.controller.jobs.active()}
+    assert {rows[i].waiting_reason for i in moved} == {"held"}
