@@ -5,7 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
-from trainworks.kernel.request_load import RequestLoad
+from trainworks.kernel.request_load import WINDOW_SECONDS, RequestLoad
+
+# The busy share halves in WINDOW_SECONDS * ln 2 once nothing is open: from 1 to below one half, about 14 ms.
+DECAY = WINDOW_SECONDS
 
 
 def deferring(load: RequestLoad) -> tuple[threading.Event, list[float]]:
@@ -20,34 +23,48 @@ def deferring(load: RequestLoad) -> tuple[threading.Event, list[float]]:
     return done, waited
 
 
+def burst(load: RequestLoad, seconds: float) -> None:
+    """A client sending one request after another for `seconds`."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        load.begin()
+        time.sleep(0.0005)
+        load.end()
+
+
 def test_a_quiet_api_is_not_waited_for() -> None:
     load = RequestLoad()
     assert load.defer() == 0.0
 
 
-def test_a_lone_request_is_waited_for_until_it_is_answered_and_no_longer() -> None:
-    load = RequestLoad(quiet=30.0, most=60.0, young=60.0)  # only the request's end can let it go
+def test_a_lone_short_request_is_not_waited_for_once_answered() -> None:
+    load = RequestLoad()
+    load.begin()
+    load.end()
+    assert load.defer() == 0.0  # a single create: its launch follows at once
+
+
+def test_an_open_request_is_waited_for_until_it_is_answered() -> None:
+    load = RequestLoad(most=60.0, young=60.0)  # only the request's end can let the controller go
     load.begin()
     done, waited = deferring(load)
     assert not done.wait(0.2)  # still open: the controller waits
     load.end()
-    assert done.wait(10), "a lone request answered: no quiet period after it"
+    assert done.wait(10)
     assert 0.2 <= waited[0] < 30.0
 
 
-def test_within_a_sequence_the_controller_waits_for_a_quiet_moment() -> None:
-    load = RequestLoad(quiet=0.3, most=60.0)
-    for _ in range(3):  # back to back: a sequence
-        load.begin()
-        load.end()
+def test_after_a_burst_the_controller_waits_for_the_busy_share_to_fall() -> None:
+    load = RequestLoad(most=60.0)
+    burst(load, 5 * DECAY)  # nearly all the time busy: the share is near 1
     ended = time.monotonic()
     waited = load.defer()
-    assert time.monotonic() - ended >= 0.3
-    assert 0.0 < waited < 60.0
+    assert waited > 0.0
+    assert time.monotonic() - ended < 10 * DECAY  # it falls below one half within a few windows
 
 
 def test_the_wait_is_bounded_under_a_flood() -> None:
-    load = RequestLoad(quiet=60.0, most=0.2, young=60.0)
+    load = RequestLoad(most=0.2, young=60.0)
     load.begin()  # never ends while the controller waits
     started = time.monotonic()
     waited = load.defer()
@@ -57,15 +74,15 @@ def test_the_wait_is_bounded_under_a_flood() -> None:
 
 
 def test_a_request_open_for_long_is_a_stream_not_load() -> None:
-    load = RequestLoad(quiet=0.01, most=60.0, young=0.1)
+    load = RequestLoad(most=60.0, young=0.1)
     load.begin()  # a followed log stream, a long poll: open, not working
-    time.sleep(0.15)  # past `young` (a duration to let pass, not a race)
+    time.sleep(0.1 + 10 * DECAY)  # past `young`, and long enough for its busy share to have fallen
     assert load.defer() == 0.0
     load.end()
 
 
 def test_requests_from_threads_keep_the_count() -> None:
-    load = RequestLoad(quiet=0.0, most=60.0, young=60.0)
+    load = RequestLoad(most=60.0, young=60.0)
     barrier = threading.Barrier(8)
 
     def client() -> None:
@@ -79,4 +96,5 @@ def test_requests_from_threads_keep_the_count() -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert load.defer() == 0.0  # every request ended: nothing open is left to wait for
+    assert load.open == 0  # every request ended
+    assert load.defer() < 10 * DECAY  # nothing open to wait for: only the share's fall

@@ -199,28 +199,47 @@ def test_a_cancelled_job_is_not_admitted_with_the_burst(services: Services) -> N
     ]
 
 
-def test_open_requests_put_each_jobs_work_off_boundedly(services: Services) -> None:
-    # A request that stays open and young: each job's work waits the most it may, then goes on.
-    load = RequestLoad(quiet=60.0, most=0.05, young=60.0)
-    services.controller.requests = load
-    ids = [create(services, LOCATION, job(python_pool("pass"), name=f"d{i}")) for i in range(3)]
-    load.begin()
-    try:
-        services.controller.reconcile_once()
-    finally:
-        load.end()
-    assert deferred(services) >= 3 * 0.05  # each of the three jobs waited
-    assert {state(services, i) for i in ids} <= {
-        "JOB_STATE_PENDING",
-        "JOB_STATE_RUNNING",
-        "JOB_STATE_SUCCEEDED",
-    }
+def test_under_a_flood_launches_wait_one_per_pass_and_other_work_goes_first(
+    services: Services, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    code = f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)"
+    running = create(services, LOCATION, job(python_pool(code), name="running"))
     wait_for(
         lambda: (
             services.controller.reconcile_once() is not None
-            and {state(services, i) for i in ids} == {"JOB_STATE_SUCCEEDED"}
+            and state(services, running) == "JOB_STATE_RUNNING"
         ),
-        what="the jobs to succeed",
+        what="RUNNING",
+    )
+    # A request that stays open (young) all along: each launch waits the most it may, then goes on.
+    load = RequestLoad(most=0.05, young=60.0)
+    services.controller.requests = load
+    looks = Looks(services)
+    launches = [create(services, LOCATION, job(python_pool("pass"), name=f"d{i}")) for i in range(3)]
+    load.begin()
+    try:
+        services.controller.reconcile_once()  # admits the three; launches one, after waiting
+        services.custom_jobs.cancel(PROJECT, LOCATION, str(running))
+        started = [i for i in launches if state(services, i) != "JOB_STATE_PENDING"]
+        assert len(started) == 1, [state(services, i) for i in launches]
+        looks.jobs.clear()
+        services.controller.reconcile_once()
+        # The cancel is worked on before the launches left, which still wait their turn (one per pass).
+        assert looks.jobs[0] == running
+        assert sum(state(services, i) != "JOB_STATE_PENDING" for i in launches) == 2
+        services.controller.reconcile_once()
+    finally:
+        load.end()
+    assert deferred(services) >= 3 * 0.05  # each of the three launches waited
+    go.touch()
+    wait_for(
+        lambda: (
+            services.controller.reconcile_once() is not None
+            and {state(services, i) for i in launches} == {"JOB_STATE_SUCCEEDED"}
+            and state(services, running) == "JOB_STATE_CANCELLED"
+        ),
+        what="the launches to succeed and the cancel to end",
     )
     before = deferred(services)
     create(services, LOCATION, job(python_pool("pass"), name="quiet"))

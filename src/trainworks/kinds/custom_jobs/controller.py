@@ -144,6 +144,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self.settings = settings
         # The API's requests go first: each job's work waits for a gap between them (request_load.py).
         self.requests = requests
+        self._flooded = False  # the last pass stopped early: requests kept coming all the while
         self.inventory = inventory or default_inventory()
         self.jobs = jobs
         self.backend = backend
@@ -207,6 +208,9 @@ class CustomJobController(GangJobs, ReconcileLoop):
     def reconcile_once(self) -> bool:
         """One pass over the jobs that changed, that an event named, that are due or in motion (every active
         job on the first pass, a chunk of them on the slow resync); True while some job has live work."""
+        if self._flooded:  # the last pass stopped for a flood of requests: its reading waits for them too
+            self._flooded = False
+            self._wait_for_requests()
         now = now_utc()
         try:
             work = self._refresh(now)
@@ -219,11 +223,14 @@ class CustomJobController(GangJobs, ReconcileLoop):
             jobs = sorted(self._active.values(), key=lambda j: (j.create_time, j.id))
             # Jobs on a persistent resource are admitted on its capacity, the rest by the scheduler.
             self._admit(self.persistent.admit(jobs) if self.persistent is not None else jobs)
-        for job_id in sorted(work | self._hot, key=self._age):
+        # Launches last, after the other jobs' work (stops, exits, outcomes): only launches wait for the API.
+        ordered = sorted(work | self._hot, key=self._order)
+        for index, job_id in enumerate(ordered):
             job = self._active.get(job_id)
             if job is None:
                 self._forget(job_id)
                 continue
+            waited = self._wait_for_requests() if self._launches(job) else 0.0
             try:
                 in_motion = self.reconcile(job)
             except Exception:
@@ -236,17 +243,27 @@ class CustomJobController(GangJobs, ReconcileLoop):
             else:
                 self._hot.discard(job_id)
             self._schedule(job)
-            self._yield_to_requests()
+            if self.requests is not None and waited >= self.requests.most and self.wake_event.is_set():
+                # Requests kept coming all the while, and something changed meanwhile (a cancel, an exit): the
+                # next pass looks at that first; the launches left wait for it (looked at on every pass).
+                self._hot.update(ordered[index + 1 :])
+                self._flooded = True
+                break
+            # The interpreter lock goes to a request waiting for it now, not after its switch interval (5 ms).
+            time.sleep(0)
         return bool(self._hot)
 
-    def _yield_to_requests(self) -> None:
-        """Between two jobs' work: wait for a gap between API requests (bounded), or at least hand the
-        interpreter lock to a request waiting for it now rather than after its switch interval (5 ms)."""
+    def _launches(self, job: CustomJobRow) -> bool:
+        """Whether this job's work is a launch: the work that waits while API requests keep arriving."""
+        return (
+            job.outcome is None and job.delete_operation_id is None and job.state == int(S.JOB_STATE_PENDING)
+        )
+
+    def _wait_for_requests(self) -> float:
+        """Before a launch: wait while API requests keep the server busy, boundedly (request_load.py)."""
         waited = 0.0 if self.requests is None else self.requests.defer()
-        if waited:
-            self.metrics.work_deferred(waited)
-        else:
-            time.sleep(0)
+        self.metrics.work_deferred(waited)
+        return waited
 
     def next_wait(self, busy: bool) -> float:
         if busy:
@@ -256,9 +273,12 @@ class CustomJobController(GangJobs, ReconcileLoop):
             wait = min(wait, (min(self._due.values()) - now_utc()).total_seconds())
         return max(wait, 0.0)
 
-    def _age(self, job_id: int) -> tuple[datetime, int]:
+    def _order(self, job_id: int) -> tuple[bool, datetime, int]:
+        """Launches after the other jobs' work; the oldest first within each."""
         job = self._active.get(job_id)
-        return (job.create_time, job_id) if job is not None else (self._watching_since, job_id)
+        if job is None:
+            return (False, self._watching_since, job_id)
+        return (self._launches(job), job.create_time, job_id)
 
     def _refresh(self, now: datetime) -> set[int]:
         """Bring the active jobs up to date; the ids this pass must look at besides the jobs in motion."""
