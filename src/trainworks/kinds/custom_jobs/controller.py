@@ -97,6 +97,7 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 S = JobState
+_DEFERRABLE_STATES = frozenset({int(S.JOB_STATE_QUEUED), int(S.JOB_STATE_PENDING)})
 _HOLDING_STATES = frozenset({int(S.JOB_STATE_PENDING), int(S.JOB_STATE_RUNNING), int(S.JOB_STATE_CANCELLING)})
 # Phases of replica runs that ended: the job acts on each (again, if a crash came before it had).
 _ENDED = (Phase.EXITED.value, Phase.LOST.value)
@@ -223,14 +224,15 @@ class CustomJobController(GangJobs, ReconcileLoop):
             jobs = sorted(self._active.values(), key=lambda j: (j.create_time, j.id))
             # Jobs on a persistent resource are admitted on its capacity, the rest by the scheduler.
             self._admit(self.persistent.admit(jobs) if self.persistent is not None else jobs)
-        # Launches last, after the other jobs' work (stops, exits, outcomes): only launches wait for the API.
+        # Launches and queued jobs last, after the other jobs' work (stops, exits, outcomes): only they wait
+        # for the API.
         ordered = sorted(work | self._hot, key=self._order)
         for index, job_id in enumerate(ordered):
             job = self._active.get(job_id)
             if job is None:
                 self._forget(job_id)
                 continue
-            waited = self._wait_for_requests() if self._launches(job) else 0.0
+            waited = self._wait_for_requests() if self._deferrable(job) else 0.0
             try:
                 in_motion = self.reconcile(job)
             except Exception:
@@ -253,14 +255,13 @@ class CustomJobController(GangJobs, ReconcileLoop):
             time.sleep(0)
         return bool(self._hot)
 
-    def _launches(self, job: CustomJobRow) -> bool:
-        """Whether this job's work is a launch: the work that waits while API requests keep arriving."""
-        return (
-            job.outcome is None and job.delete_operation_id is None and job.state == int(S.JOB_STATE_PENDING)
-        )
+    def _deferrable(self, job: CustomJobRow) -> bool:
+        """Whether this job's work may wait while API requests keep arriving: a launch, or a queued job's
+        look (its wait's limit); never a stop, an exit, an outcome or a running job's watch."""
+        return job.outcome is None and job.delete_operation_id is None and job.state in _DEFERRABLE_STATES
 
     def _wait_for_requests(self) -> float:
-        """Before a launch: wait while API requests keep the server busy, boundedly (request_load.py)."""
+        """Before deferrable work: wait while requests keep the server busy, boundedly (request_load.py)."""
         waited = 0.0 if self.requests is None else self.requests.defer()
         self.metrics.work_deferred(waited)
         return waited
@@ -274,11 +275,11 @@ class CustomJobController(GangJobs, ReconcileLoop):
         return max(wait, 0.0)
 
     def _order(self, job_id: int) -> tuple[bool, datetime, int]:
-        """Launches after the other jobs' work; the oldest first within each."""
+        """Launches and queued jobs after the other jobs' work; the oldest first within each."""
         job = self._active.get(job_id)
         if job is None:
             return (False, self._watching_since, job_id)
-        return (self._launches(job), job.create_time, job_id)
+        return (self._deferrable(job), job.create_time, job_id)
 
     def _refresh(self, now: datetime) -> set[int]:
         """Bring the active jobs up to date; the ids this pass must look at besides the jobs in motion."""
