@@ -27,6 +27,14 @@ R = TypeVar("R")
 _IN_CHUNK = 500  # ids per IN (...) query
 
 
+def _as_written(values: dict[str, Any]) -> dict[str, Any]:
+    """A state change's column values as stored: the update time set, the state as its number."""
+    written = {"update_time": now_utc(), **values}
+    if "state" in written:
+        written["state"] = int(written["state"])
+    return written
+
+
 class JobRows(NewestFirstRows[R]):
     """Rows of one job table (`row`: a mapped class with id, project_number, location, state, create_time,
     update_time and delete_operation_id). Every state change is a compare-and-set on the row's state, and
@@ -107,9 +115,7 @@ class JobRows(NewestFirstRows[R]):
         self, session: Session, job_id: int, from_states: Iterable[JobState], **values: Any
     ) -> bool:
         """`transition` inside the caller's transaction (with the rows that change with the job's state)."""
-        values.setdefault("update_time", now_utc())
-        if "state" in values:
-            values["state"] = int(values["state"])
+        values = _as_written(values)
         table = self.row
         # On the session's connection, not through the ORM: no object of the session to keep in step,
         # and a third of the cost (jobs change state several times on their way).
@@ -131,9 +137,7 @@ class JobRows(NewestFirstRows[R]):
         ids = sorted(set(job_ids))
         if not ids:
             return set()
-        values.setdefault("update_time", now_utc())
-        if "state" in values:
-            values["state"] = int(values["state"])
+        values = _as_written(values)
         table = self.row
         states = [int(s) for s in from_states]
         changed: set[int] = set()

@@ -143,7 +143,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
         requests: RequestLoad | None = None,
     ) -> None:
         self.settings = settings
-        # The API's requests go first: each job's work waits for a gap between them (request_load.py).
+        # The API's requests go first: launches and queued jobs' looks wait while they keep coming.
         self.requests = requests
         self._flooded = False  # the last pass stopped early: requests kept coming all the while
         self.inventory = inventory or default_inventory()
