@@ -84,7 +84,7 @@ class Services:
     training_pipelines: TrainingPipelineService | None = None
     pipeline_controller: TrainingPipelineController | None = None
     metrics: ServerMetrics = field(default_factory=ServerMetrics)  # what /metrics shows
-    requests: RequestLoad = field(default_factory=RequestLoad)  # when the API's last request started
+    requests: RequestLoad = field(default_factory=RequestLoad)  # open API requests, recent busy share
     tokens: TokenService | None = None  # the stored API tokens that api/auth.py looks up
     locations: LocationService | None = None  # the Locations API: the inventory's regions
     log_entries: LogEntryService | None = None  # the Cloud Logging API's entries:list over jobs' logs

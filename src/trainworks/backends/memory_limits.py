@@ -22,6 +22,10 @@ import os
 import signal
 import time
 
+TYPE_CHECKING = False  # typing is not imported: the supervisor loads this file on every replica start
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 #: ReplicaStatus.detail of a replica the OOM killer ended; the job fails with the documented message.
 OUT_OF_MEMORY = "out of memory"
 #: How long removing a cgroup waits for its last processes to finish exiting.
@@ -161,19 +165,23 @@ def _own_cgroup(pid: int | str = "self") -> tuple[int, str] | None:
     return (2, unified) if unified is not None else None
 
 
-def _mount_of(version: int) -> tuple[str, str] | None:
-    """(mount point, root inside the hierarchy) of the memory hierarchy's mount."""
+def _mounts(mountinfo: str = "/proc/self/mountinfo") -> Iterator[tuple[list[str], str, list[str]]]:
+    """Each mount's mountinfo fields, file system type and super options; nothing when it cannot be read."""
     try:
-        lines = _read("/proc/self/mountinfo").splitlines()
+        lines = _read(mountinfo).splitlines()
     except OSError:
-        return None
+        return
     for line in lines:
-        fields = line.split()
         if " - " not in line:
             continue
         after = line.split(" - ", 1)[1].split()
-        fstype, options = after[0], after[2] if len(after) > 2 else ""
-        if version == 1 and fstype == "cgroup" and "memory" in options.split(","):
+        yield line.split(), after[0], (after[2] if len(after) > 2 else "").split(",")
+
+
+def _mount_of(version: int) -> tuple[str, str] | None:
+    """(mount point, root inside the hierarchy) of the memory hierarchy's mount."""
+    for fields, fstype, options in _mounts():
+        if version == 1 and fstype == "cgroup" and "memory" in options:
             return fields[4], fields[3]
         if version == 2 and fstype == "cgroup2":
             return fields[4], fields[3]
@@ -184,15 +192,7 @@ def moves_are_fast(mountinfo: str = "/proc/self/mountinfo") -> bool:
     """Whether the cgroup2 hierarchy is mounted with `favordynmods` (Linux >= 6.0). Without it, the first
     move of a process into a cgroup after a quiet spell waits for an RCU grace period (the kernel's
     threadgroup lock; 8-21 ms measured): a replica started after a pause pays it (docs/scaling.md)."""
-    try:
-        lines = _read(mountinfo).splitlines()
-    except OSError:
-        return False
-    for line in lines:
-        after = line.split(" - ", 1)[1].split() if " - " in line else []
-        if len(after) > 2 and after[0] == "cgroup2" and "favordynmods" in after[2].split(","):
-            return True
-    return False
+    return any(fstype == "cgroup2" and "favordynmods" in options for _, fstype, options in _mounts(mountinfo))
 
 
 def _directory(found: tuple[int, str]) -> str | None:

@@ -71,8 +71,8 @@ class ServerMetrics:
         )
         self.controller_deferred = Counter(
             "trainworks_controller_deferred_seconds",
-            "Seconds the custom-job controller put its work off for API requests arriving meanwhile "
-            "(requests go first; at most 0.1 s before each piece of work).",
+            "Seconds the custom-job controller put launches and queued jobs' looks off while API requests "
+            "kept the server busy (requests go first; at most 0.5 s before each).",
             registry=self.registry,
         )
         self.http_duration = Histogram(
