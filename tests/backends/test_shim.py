@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 from tests.support.processes import group_members
 from tests.support.server import wait_for
 from tests.support.supervisors import start_supervisor
-from trainworks.backends import sandbox
+from trainworks.backends import sandbox, shim
 from trainworks.backends.capture import LOGGER_NAME, read_output
 from trainworks.backends.local import SHIM
 
@@ -131,3 +132,79 @@ def test_a_command_that_caught_the_stop_and_exited_0_was_interrupted(replica: Re
         wait_for(lambda pid=pid: took_sigterm(pid), what=f"process {pid} to take SIGTERM")
     os.kill(command, signal.SIGCONT)
     assert replica.exit_record() | {"ended": 0} == {"exit_code": 0, "interrupted": 1, "ended": 0}
+
+
+# A watcher (the supervisor's StopWatch) whose command is PID 1 of a PID namespace of its own: such a process
+# cannot finish exiting while a process of its namespace is not reaped, so a stopped outside parent of one
+# holds it in its exit (past PF_EXITING, not yet a zombie) for as long as the test needs. It prints the
+# command's PID, then, once it has reaped it, its wait status and whether the stop interrupted it.
+WATCHER = """
+import os, signal, sys, time
+from trainworks.backends import sandbox, shim
+stops = shim.StopWatch()
+stops.install()
+sandbox.unshare(sandbox.CLONE_NEWPID, "a PID namespace for the command")
+child = stops.fork()
+if child == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as an exec'd command has it
+    signal.signal(signal.SIGHUP, lambda *_: None)  # caught: a handler could end it
+    stops.release()
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.01)
+    os._exit(0)
+print(child, flush=True)
+status = shim._wait(child)
+print(status, int(stops.ended(status)), flush=True)
+"""
+
+
+def flags(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[6])
+
+
+def test_a_stop_that_came_while_the_command_was_exiting_did_not_interrupt_it(tmp_path: Path) -> None:
+    """The flake the preemption storm found: the chief had called exit, the stop came before it was a
+    zombie, and the run that had finished was restarted. Forced here: the command is held in its exit."""
+    if not sandbox.available():
+        pytest.skip("a PID namespace needs CAP_SYS_ADMIN")
+    release = tmp_path / "release"
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", WATCHER, str(release)], stdout=subprocess.PIPE, start_new_session=True
+    )
+    holder: subprocess.Popen[bytes] | None = None
+    try:
+        assert watcher.stdout is not None
+        command = int(watcher.stdout.readline())
+        # A process in the command's namespace whose parent (nsenter) is outside it and stopped: when the
+        # command exits, the kernel kills it, and the command's exit waits until it is reaped.
+        holder = subprocess.Popen(["nsenter", "-t", str(command), "-p", "--", "sleep", "600"])
+        wait_for(lambda: bool(children(holder.pid)), what="nsenter's child in the namespace")
+        os.kill(holder.pid, signal.SIGSTOP)
+        wait_for(lambda: state(holder.pid) == "T", what="nsenter to stop")
+        release.touch()
+        wait_for(lambda: bool(flags(command) & shim._PF_EXITING), what="the command to be exiting")
+        assert state(command) != "Z"  # not reapable yet: only its flags say it is on its way out
+        assert shim._dying_without(command, signal.SIGTERM)
+        assert not shim._dying_without(command, signal.SIGHUP)  # caught: its handler could have ended it
+        os.kill(watcher.pid, signal.SIGTERM)  # the teardown's stop, after the exit call
+        wait_for(lambda: took_sigterm(watcher.pid), what="the watcher to take SIGTERM")
+        os.kill(holder.pid, signal.SIGCONT)
+        assert watcher.stdout.readline().split() == [b"0", b"0"]  # exit 0, not interrupted
+    finally:
+        for process in (holder, watcher):
+            if process is not None and process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
+                os.kill(process.pid, signal.SIGCONT)
+                process.wait()
+
+
+def test_a_running_command_is_not_taken_for_a_dying_one() -> None:
+    assert not shim._dying_without(os.getpid(), signal.SIGTERM)
+    assert not shim._dying_without(2**22 + 1, signal.SIGTERM)  # no such process: alive, as before
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found

@@ -31,6 +31,7 @@ MS_PRIVATE = 1 << 18
 _DIR = os.path.dirname(os.path.abspath(__file__))
 #: The stop signals: the server's teardown (cancel, preemption), sent to the replica's process group.
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PF_EXITING = 0x4  # a task's flags in /proc/PID/stat (include/linux/sched.h): it is in do_exit
 
 
 def _load(name: str) -> types.ModuleType:
@@ -224,7 +225,8 @@ class StopWatch:
     the command never runs (ended by that signal, as if it had come a moment later).
 
     An exit 0 with no stop before it is a run that finished on its own: a preemption decided in that same
-    instant must not restart it."""
+    instant must not restart it. So is one whose stop came while the command was already exiting (past
+    its exit call, not yet reapable, the stop not caught: `_dying_without`)."""
 
     def __init__(self) -> None:
         self.command: int | None = None  # the pid to look at; None: not started yet (a stop now interrupts)
@@ -238,9 +240,9 @@ class StopWatch:
         for signum in STOPS:
             signal.signal(signum, self._on_stop)
 
-    def _on_stop(self, _signum: int, _frame: object) -> None:
+    def _on_stop(self, signum: int, _frame: object) -> None:
         self.came = True
-        if self.command is None or _running(self.command):
+        if self.command is None or (_running(self.command) and not _dying_without(self.command, signum)):
             self.interrupted = True
 
     def take_pending(self) -> list[int]:
@@ -303,6 +305,29 @@ def _running(pid: int) -> bool:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
     except ChildProcessError:  # already reaped: it ended
         return False
+
+
+def _dying_without(pid: int, signum: int) -> bool:
+    """Whether the command `pid` was already on its way out when the stop `signum` came, so that the stop
+    could not have begun its end: every thread of it is exiting (PF_EXITING: past its exit call, not yet a
+    zombie; the kernel drops a signal sent to a dying process), and it does not catch `signum` (a handler
+    could have run and exited before we looked). Its wait status then says the rest: killed by a stop
+    signal, or an exit of its own. Anything unreadable counts as alive (interrupted), as before."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            status = handle.read()
+        caught = next(line for line in status.splitlines() if line.startswith(b"SigCgt:"))
+        if int(caught.split()[1], 16) & (1 << (signum - 1)):
+            return False
+        threads = os.listdir(f"/proc/{pid}/task")
+        for tid in threads:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
+                flags = int(handle.read().rsplit(b")", 1)[1].split()[6])
+            if not flags & _PF_EXITING:
+                return False
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+    return bool(threads)
 
 
 def _wait(child: int) -> int:
