@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.jobs import END_TOGETHER
 from tests.support.server import PROJECT, ServerProcess, inventory_server
 from trainworks.code_staging.store import CodeStore
 from trainworks.submit.capacity import CapacityExhausted
@@ -33,11 +34,10 @@ regions:
       us-west1-a: {machines: {n1-standard-4: 10}}
 """
 
-# Each replica prints its line. The job ends with its primary (the others are stopped then, as on Vertex), so
-# the primary ends only once every other replica has printed: each connects to the primary's port from
-# CLUSTER_SPEC after its line.
-TASK = """
-import json, os, socket, sys, time
+# Each replica prints its line; the replicas end together (END_TOGETHER), so none is stopped before it.
+TASK = (
+    """
+import json, os, sys
 
 from trainer.util import describe
 from trainworks.runtime import shard, topology
@@ -48,24 +48,13 @@ print("TASK " + json.dumps({
     "threads": os.environ.get("OMP_NUM_THREADS"), "run": os.environ.get("TRAINWORKS_RUN_ID"),
     "what": describe(),
 }), flush=True)
-if t.world_size > 1:
-    host, port = json.loads(os.environ["CLUSTER_SPEC"])["cluster"]["workerpool0"][0].rsplit(":", 1)
-    if t.rank == 0:
-        with socket.create_server((host, int(port))) as server:
-            server.settimeout(120)
-            for _ in range(t.world_size - 1):
-                server.accept()[0].close()
-    else:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection((host, int(port))).close()
-                break
-            except OSError:
-                time.sleep(0.05)  # the primary is not listening yet
+"""
+    + END_TOGETHER
+    + """
 if "--fail" in sys.argv:
     sys.exit("the model diverged")
 """
+)
 
 
 class Recorder(LoggingEvents):

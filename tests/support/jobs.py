@@ -11,6 +11,28 @@ from tests.support.server import wait_for
 
 MACHINE = {"machineType": "n1-standard-4"}
 
+# The end of a multi-replica job's script, for tests that check what every replica did: the job ends with its
+# primary (the others are stopped then, as on Vertex), so the primary ends only once every other replica has
+# come this far. Each connects to the primary's port from CLUSTER_SPEC; the primary accepts them all.
+END_TOGETHER = """
+import json as _json, os as _os, socket as _socket, time as _time
+_spec = _json.loads(_os.environ["CLUSTER_SPEC"])
+_host, _port = _spec["cluster"]["workerpool0"][0].rsplit(":", 1)
+if _spec["task"]["type"] == "workerpool0":
+    with _socket.create_server((_host, int(_port))) as _server:
+        _server.settimeout(120)
+        for _ in range(sum(len(a) for a in _spec["cluster"].values()) - 1):
+            _server.accept()[0].close()
+else:
+    _deadline = _time.monotonic() + 120
+    while _time.monotonic() < _deadline:
+        try:
+            _socket.create_connection((_host, int(_port))).close()
+            break
+        except OSError:
+            _time.sleep(0.05)  # the primary is not listening yet
+"""
+
 
 def python_pool(
     code: str, replicas: int = 1, env: dict[str, str] | None = None, args: list[str] | None = None

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.jobs import job, python_pool, three_trial_study
+from tests.support.jobs import END_TOGETHER, job, python_pool, three_trial_study
 from tests.support.paths import REPO
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
 
@@ -234,24 +234,14 @@ def running_with_web_access(server: ServerProcess, code: str, name: str) -> tupl
 
 @pytest.fixture(scope="module")
 def finished_job(server: ServerProcess) -> dict[str, Any]:
-    """A two-replica job that printed a line per replica and succeeded. The primary ends only once the
-    worker has printed (it connects to the primary's port from CLUSTER_SPEC after printing): the job ends
-    with its primary, and a worker still starting then would be stopped before its line."""
+    """A two-replica job that printed a line per replica and succeeded. The replicas end together
+    (END_TOGETHER): the job ends with its primary, and a worker still starting then would be stopped before
+    its line."""
     code = (
-        "import json, os, socket, time\n"
-        "spec = json.loads(os.environ['CLUSTER_SPEC']); task = spec['task']\n"
+        "import json, os\n"
+        "task = json.loads(os.environ['CLUSTER_SPEC'])['task']\n"
         "print(f\"console-says-hello {task['type']}-{task['index']}\", flush=True)\n"
-        "host, port = spec['cluster']['workerpool0'][0].rsplit(':', 1)\n"
-        "if task['type'] == 'workerpool0':\n"
-        "    socket.create_server((host, int(port))).accept()\n"
-        "else:\n"
-        "    while True:\n"
-        "        try:\n"
-        "            socket.create_connection((host, int(port))).close()\n"
-        "            break\n"
-        "        except OSError:\n"
-        "            time.sleep(0.05)  # the primary is not listening yet\n"
-    )
+    ) + END_TOGETHER
     output = {"outputUriPrefix": "gs://console-bucket/hello"}
     body = job(python_pool(code), python_pool(code), name="console-hello", baseOutputDirectory=output)
     created = create_job(server, body)

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.jobs import END_TOGETHER
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
 from tests.support.slurm import require_slurm
 from trainworks.config import Settings
@@ -410,7 +411,9 @@ def test_custom_job_labelled_for_a_cluster_runs_on_its_slurm(
     server: ServerProcess, client: httpx.Client
 ) -> None:
     create(client, "jobs1")
+    # The replicas end together: the worker is not stopped before its line.
     show = "import os; print('NODE', os.environ['SLURMD_NODENAME'], os.environ['RANK'], flush=True)"
+    show += END_TOGETHER
     body = {
         "displayName": "on-cluster",
         "labels": {"trainworks-cluster": "jobs1", "trainworks-partition": "cpu"},
@@ -421,7 +424,7 @@ def test_custom_job_labelled_for_a_cluster_runs_on_its_slurm(
                     "replicaCount": "1",
                     "containerSpec": {
                         "imageUri": "python:3.11",
-                        "command": [sys.executable, "-c", show + "; import time; time.sleep(1)"],
+                        "command": [sys.executable, "-c", show],
                     },
                 },
                 {

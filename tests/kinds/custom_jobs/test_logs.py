@@ -16,14 +16,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.jobs import job, python_pool
+from tests.support.jobs import END_TOGETHER, job, python_pool
 from tests.support.server import ServerProcess, wait_for, wait_job
 
 TIME = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{9}Z$")
 LINES_PER_REPLICA = 60
 
 # Each replica waits until all three are up, then interleaves stdout, stderr and structured (JSON) lines.
-INTERLEAVED = f"""
+# They end together (END_TOGETHER): no replica is stopped before all its lines are in.
+INTERLEAVED = (
+    f"""
 import json, os, sys, time
 from pathlib import Path
 task = json.loads(os.environ['CLUSTER_SPEC'])['task']
@@ -41,6 +43,8 @@ for i in range({LINES_PER_REPLICA}):
         print(json.dumps({{"severity": "warning", "message": f"json {{me}} {{i}}", "step": i}}), flush=True)
     time.sleep(0.004)
 """
+    + END_TOGETHER
+)
 TASKS = ("workerpool0-0", "workerpool1-0", "workerpool1-1")
 
 

@@ -20,7 +20,7 @@ from google.cloud.logging_v2.entries import StructEntry, TextEntry
 from google.cloud.logging_v2.types import ListLogEntriesResponse, LogEntry
 from google.protobuf import json_format
 
-from tests.support.jobs import job, python_pool
+from tests.support.jobs import END_TOGETHER, job, python_pool
 from tests.support.server import PROJECT, ServerProcess, wait_for, wait_job
 
 ROUNDS = 6
@@ -28,7 +28,9 @@ SEVERITY_OF_ROUND = ("DEBUG", "WARNING", "CRITICAL")
 RANK = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 400, "ERROR": 500, "CRITICAL": 600}
 # Each replica writes a stdout line, a stderr line and a JSON line per round, each only once the previous one
 # is in its own log (so a replica's lines are timestamped in the order it wrote them, whatever the stream).
-INTERLEAVED = f"""
+# The replicas end together (END_TOGETHER), so no replica is stopped before all its lines are in.
+INTERLEAVED = (
+    f"""
 import glob, json, os, sys, time
 task = os.path.basename(os.getcwd())
 def logged(line):
@@ -50,6 +52,8 @@ for i in range({ROUNDS}):
         stream.flush()
         logged(line)
 """
+    + END_TOGETHER
+)
 TASKS = ("workerpool0-0", "workerpool1-0", "workerpool1-1")
 TRIAL = (
     "import sys, hypertune\n"
