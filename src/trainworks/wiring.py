@@ -12,6 +12,7 @@ from trainworks.capacity.service import CapacityService
 from trainworks.catalog.node_images import ImageCatalog
 from trainworks.config import Settings
 from trainworks.costs.service import CostService
+from trainworks.kernel.changes import ChangeFeed
 from trainworks.kernel.loop import ReconcileLoop
 from trainworks.kernel.operation_store import OperationStore
 from trainworks.kernel.operations import OperationService
@@ -156,6 +157,7 @@ def build_services(settings: Settings) -> Services:
         tag=SlurmBackend.tag_for(settings.home),
     )
     requests = RequestLoad()
+    changes = ChangeFeed(db)  # one per database: what its consumers have all read is pruned
     controller = CustomJobController(
         settings,
         job_store,
@@ -163,6 +165,7 @@ def build_services(settings: Settings) -> Services:
         PackageEnvironments(settings.cache_dir, objects),
         inventory,
         gang=slurm,
+        changes=changes,
         metrics=metrics,
         requests=requests,
     )
@@ -180,7 +183,7 @@ def build_services(settings: Settings) -> Services:
     logs = LogService(settings, job_store, projects)
     # Tuning: trials are CustomJobs; the studies live in Optuna's tables of the same database.
     tuning_store = TuningStore(db)
-    tuning_controller = TuningJobController(settings, tuning_store, custom_jobs, db.url)
+    tuning_controller = TuningJobController(settings, tuning_store, custom_jobs, db.url, changes)
     tuning_jobs = TuningJobService(
         tuning_store,
         projects,

@@ -96,6 +96,17 @@ class JobRows(NewestFirstRows[R]):
                 session.scalars(select(self.row).where(self._is_active()).order_by(self.row.create_time))
             )
 
+    def active_among(self, job_ids: Iterable[int]) -> list[R]:
+        """The active jobs (as `active` means it) among `job_ids`, oldest first."""
+        table = self.row
+        ids = list(job_ids)
+        found: list[R] = []
+        with self.db.session() as session:
+            for i in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[i : i + _IN_CHUNK]
+                found.extend(session.scalars(select(table).where(table.id.in_(chunk), self._is_active())))
+        return sorted(found, key=lambda job: (job.create_time, job.id))  # type: ignore[attr-defined]
+
     def active_chunk(self, after: int | None, limit: int) -> list[R]:
         """Up to `limit` of the active jobs by id, those after `after`: a slow resync reads them chunk by
         chunk."""

@@ -131,16 +131,26 @@ class ChangeFeed:
 
     def since(self, consumer: str, cursor: int, kind: str) -> tuple[int, set[int]]:
         """The ids of `kind` changed after `cursor`, and the cursor to read from next time."""
+        newest, changed = self.since_kinds(consumer, cursor, (kind,))
+        return newest, changed[kind]
+
+    def since_kinds(
+        self, consumer: str, cursor: int, kinds: Iterable[str]
+    ) -> tuple[int, dict[str, set[int]]]:
+        """The ids changed after `cursor`, per kind of `kinds`, and the cursor to read from next time."""
         with self.db.session() as session:
             rows = session.execute(
                 sql_select(ChangeRow.seq, ChangeRow.kind, ChangeRow.row_id)
                 .where(ChangeRow.seq > cursor)
                 .order_by(ChangeRow.seq)
             ).all()
-        ids = {row_id for _seq, row_kind, row_id in rows if row_kind == kind}
+        changed: dict[str, set[int]] = {kind: set() for kind in kinds}
+        for _seq, row_kind, row_id in rows:
+            if row_kind in changed:
+                changed[row_kind].add(row_id)
         newest = rows[-1][0] if rows else cursor
         self._cursors[consumer] = newest
-        return newest, ids
+        return newest, changed
 
     def prune(self) -> int:
         """Delete what every consumer in this process has read; the number of rows deleted."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ from trainworks.config import Settings
 from trainworks.contract.environment import task_name
 from trainworks.jobs.enums import JobState
 from trainworks.jobs.store import ACTIVE_STATES
+from trainworks.kernel.changes import ChangeFeed
 from trainworks.kernel.errors import ApiError
-from trainworks.kernel.loop import ReconcileLoop, reconcile_each
+from trainworks.kernel.loop import BUSY_INTERVAL, ReconcileLoop, reconcile_each
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
 from trainworks.kinds.custom_jobs.rules import PRIMARY
@@ -44,6 +46,8 @@ T = TrialState
 _UNCANCELLED = frozenset(int(s) for s in (S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING))
 SERVICE_FAILED_TRIALS = 3  # maxFailedTrialCount 0: this many finished trials, all failed, fail the job
 STOPPING_SPECS = ("medianAutomatedStoppingSpec", "decayCurveStoppingSpec", "convexAutomatedStoppingSpec")
+# A job with a trial running is looked at this often: the reports come in a file, not through the database.
+REPORT_POLL_SECONDS = 0.25
 
 
 def _measurements(trial: TuningTrialRow) -> list[Measurement]:
@@ -62,6 +66,7 @@ class TuningJobController(ReconcileLoop):
         store: TuningStore,
         custom_jobs: CustomJobService,
         storage_url: str,
+        changes: ChangeFeed | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -69,6 +74,19 @@ class TuningJobController(ReconcileLoop):
         self.storage_url = storage_url
         self._studies: dict[int, Study] = {}  # a cache: the study itself is in the database
         super().__init__(settings.resync_seconds)
+        # Event-driven: a pass looks at the jobs the change feed names (their own rows, their trials'
+        # CustomJobs), those with a trial running (their reports) and those in motion; every active job only
+        # on the first pass and on the slow resync (every full_resync_seconds), the safety net.
+        self.changes = changes or ChangeFeed(store.db)
+        self._cursor: int | None = None  # None: the next pass reads every active job
+        self._next_full = 0.0
+        self._children: dict[int, int] = {}  # a live trial's CustomJob id -> its tuning job's id
+        self._reporting: set[int] = set()  # jobs with a trial running
+        self._moving: set[int] = set()  # jobs whose next step needs no event (trials to start)
+        self._asked: set[int] = set()  # jobs whose study's unrecorded suggestions were adopted
+        self._last_pass = 0.0
+        self.changes.subscribe(store.kind, self.wake)
+        self.changes.subscribe(custom_jobs.store.kind, self.wake)
 
     def study(self, job: TuningJobRow) -> Study:
         study = self._studies.get(job.id)
@@ -83,9 +101,60 @@ class TuningJobController(ReconcileLoop):
         return self.settings.jobs_dir / f"tuning-{job.id}"
 
     def reconcile_once(self) -> bool:
-        return reconcile_each(
-            self.store.active(), self.reconcile, log, "reconciling tuning job %s failed", lambda job: job.id
-        )
+        # Woken by every CustomJob change (a flood of creates): at most one pass per BUSY_INTERVAL.
+        time.sleep(max(0.0, self._last_pass + BUSY_INTERVAL - time.monotonic()))
+        self._last_pass = time.monotonic()
+        try:
+            ids = self._work()
+            jobs = self.store.active() if ids is None else self.store.active_among(ids)
+        except Exception:
+            self._cursor = None  # the database failed: what happened meanwhile is read whole next time
+            raise
+        if ids is not None:
+            for job_id in ids - {job.id for job in jobs}:
+                self._forget(job_id)
+        failed = "reconciling tuning job %s failed"
+        return reconcile_each(jobs, self._reconcile_or_retry, log, failed, lambda job: job.id)
+
+    def next_wait(self, busy: bool) -> float:
+        if busy:
+            return BUSY_INTERVAL
+        wait = self._next_full - time.monotonic()
+        if self._reporting:
+            wait = min(wait, REPORT_POLL_SECONDS)
+        if self._moving:  # a job whose pass failed: again after the resync period
+            wait = min(wait, self.resync_seconds)
+        return max(wait, 0.0)
+
+    def _reconcile_or_retry(self, job: TuningJobRow) -> bool:
+        try:
+            return self.reconcile(job)
+        except Exception:
+            self._moving.add(job.id)  # its change was read: look at it again, not only at the next resync
+            raise
+
+    def _work(self) -> set[int] | None:
+        """The ids of the jobs this pass looks at; None for every active job."""
+        if self._cursor is None or time.monotonic() >= self._next_full:
+            # The cursor first: a change committed while the rows are read is read again, never missed.
+            self._cursor = self.changes.head(self.name)
+            self._next_full = time.monotonic() + self.settings.full_resync_seconds
+            self._children.clear()
+            self._reporting.clear()
+            self._moving.clear()
+            return None
+        own, trials = self.store.kind, self.custom_jobs.store.kind
+        self._cursor, changed = self.changes.since_kinds(self.name, self._cursor, (own, trials))
+        of_trials = {self._children[child] for child in changed[trials] if child in self._children}
+        return changed[own] | of_trials | self._reporting | self._moving
+
+    def _forget(self, job_id: int) -> None:
+        """The job ended (or is gone): nothing of it is watched any more."""
+        self._reporting.discard(job_id)
+        self._moving.discard(job_id)
+        self._asked.discard(job_id)
+        for child in [c for c, owner in self._children.items() if owner == job_id]:
+            del self._children[child]
 
     # -------------------------------------------------------------- one tuning job
     def reconcile(self, job: TuningJobRow) -> bool:
@@ -98,11 +167,18 @@ class TuningJobController(ReconcileLoop):
                 job.state = int(S.JOB_STATE_RUNNING)
             state = S.JOB_STATE_RUNNING
         trials = self.store.trials(job.id)
-        self._sync(job, trials)
+        reporting = self._sync(job, trials)
         if job.outcome is not None or state == S.JOB_STATE_CANCELLING:
-            return self._wind_down(job, trials)
-        self._advance(job, trials)
-        return True
+            self._wind_down(job, trials)  # its trials' ends come as changes of their CustomJobs
+            moving = False
+        else:  # in motion: trials recorded now, started on the next pass
+            moving = self._advance(job, trials)
+        for found, watched in ((moving, self._moving), (reporting, self._reporting)):
+            if found:
+                watched.add(job.id)
+            else:
+                watched.discard(job.id)
+        return moving
 
     def _decide(self, job: TuningJobRow, state: JobState, error: dict[str, Any] | None) -> None:
         outcome = {"state": int(state), "error": error}
@@ -110,15 +186,19 @@ class TuningJobController(ReconcileLoop):
             job.outcome = outcome
 
     # -------------------------------------------------------------- trials
-    def _sync(self, job: TuningJobRow, trials: list[TuningTrialRow]) -> None:
-        """Start requested trials and follow running ones to their end."""
+    def _sync(self, job: TuningJobRow, trials: list[TuningTrialRow]) -> bool:
+        """Start requested trials and follow running ones to their end; True while one runs (its reports are
+        read on every pass)."""
         spec = job.spec["studySpec"]
         metric = spec["metrics"][0]
         maximize = metric.get("goal") == "MAXIMIZE"
         selection = spec.get("measurementSelectionType", "LAST_MEASUREMENT")
         stopping = any(key in spec for key in STOPPING_SPECS)
         children: dict[int, Any] | None = None
+        running = False
         for trial in trials:
+            if trial.custom_job_id is not None and trial.state not in LIVE_TRIAL_STATES:
+                self._children.pop(trial.custom_job_id, None)
             if trial.state not in LIVE_TRIAL_STATES:
                 continue
             if trial.custom_job_id is None:
@@ -128,7 +208,10 @@ class TuningJobController(ReconcileLoop):
                         for c in self.custom_jobs.jobs_labelled(TUNING_JOB_LABEL, str(job.id))
                     }
                 self._start_trial(job, trial, children.get(trial.trial_id))
+                if trial.custom_job_id is not None:  # its changes name this job from now on
+                    self._children[trial.custom_job_id] = job.id
                 continue
+            self._children[trial.custom_job_id] = job.id
             child = self.custom_jobs.job_row(trial.custom_job_id)
             if child is None:
                 self._end_trial(job, trial, None, "The CustomJob of this trial was deleted.")
@@ -167,6 +250,10 @@ class TuningJobController(ReconcileLoop):
                         f"The trial reported no measurement of {metric['metricId']}."
                     )
                     self._end_trial(job, trial, None, reason)
+                self._children.pop(child.id, None)
+            else:
+                running |= child.state == int(S.JOB_STATE_RUNNING)
+        return running
 
     def _start_trial(self, job: TuningJobRow, trial: TuningTrialRow, existing: Any) -> None:
         if existing is not None:
@@ -221,7 +308,9 @@ class TuningJobController(ReconcileLoop):
             trial.state = T.INFEASIBLE
 
     # -------------------------------------------------------------- the job
-    def _advance(self, job: TuningJobRow, trials: list[TuningTrialRow]) -> None:
+    def _advance(self, job: TuningJobRow, trials: list[TuningTrialRow]) -> bool:
+        """Ask the study for the trials the budget allows, or decide the job's end; True when it recorded
+        trials or decided (the next pass starts them, or winds the job down)."""
         max_trials = int(job.spec.get("maxTrialCount", 0))
         parallel = int(job.spec.get("parallelTrialCount", 1))
         max_failed = int(job.spec.get("maxFailedTrialCount", 0) or 0)
@@ -238,12 +327,14 @@ class TuningJobController(ReconcileLoop):
                 S.JOB_STATE_FAILED,
                 status_dict(Code.INVALID_ARGUMENT, f"{len(failed)} trials failed. The last one: {reason}"),
             )
-            return
+            return job.outcome is not None
         study = self.study(job)
         live = sum(1 for t in trials if t.state in LIVE_TRIAL_STATES)
         recorded = {t.study_number for t in trials}
-        total = len(trials)
-        for pending in study.pending():  # asked for before a crash, never recorded: adopt, do not ask again
+        total = before = len(trials)
+        # Asked for before a crash (or a failed record), never recorded: adopt, do not ask again. Read once
+        # per job and controller, and after a record that failed: the study's trials are a query of their own.
+        for pending in [] if job.id in self._asked else study.pending():
             if (
                 pending.number not in recorded
                 and total < max_trials
@@ -251,8 +342,10 @@ class TuningJobController(ReconcileLoop):
             ):
                 total, live = total + 1, live + 1
                 recorded.add(pending.number)
+        self._asked.add(job.id)
         while live < parallel and total < max_trials and not study.exhausted():
             if not self._record(job, total + 1, study.suggest()):
+                self._asked.discard(job.id)
                 break
             total, live = total + 1, live + 1
         if not live and (total >= max_trials or study.exhausted()):
@@ -263,6 +356,7 @@ class TuningJobController(ReconcileLoop):
                 self._decide(
                     job, S.JOB_STATE_FAILED, status_dict(Code.INVALID_ARGUMENT, "No trial succeeded.")
                 )
+        return total > before or job.outcome is not None
 
     def _record(self, job: TuningJobRow, trial_id: int, suggestion: Any) -> bool:
         row = TuningTrialRow(
