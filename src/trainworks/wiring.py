@@ -208,6 +208,7 @@ def build_services(settings: Settings) -> Services:
         tuning_jobs,
         models=models,
         datasets=datasets,
+        changes=changes,
     )
     training_pipelines = TrainingPipelineService(
         pipeline_store,

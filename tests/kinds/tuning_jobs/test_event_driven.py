@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
+from tests.support.feed_looks import Looks
 from tests.support.in_process import in_process_services
 from tests.support.jobs import MACHINE
 from tests.support.server import PROJECT
 from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
-from trainworks.store.tables import TuningJobRow
+from trainworks.kinds.tuning_jobs.controller import TuningJobController
 from trainworks.wiring import Services
 
 STOCKED_OUT = "europe-west1"
@@ -32,35 +33,6 @@ regions:
       {STOCKED_OUT}-b: {{elastic: true}}
 """
 TRIALS = 3
-
-
-class Looks:
-    """Which tuning jobs the controller's passes reconciled, and how often they read every active one."""
-
-    def __init__(self, services: Services) -> None:
-        assert services.tuning_controller is not None
-        self.controller = services.tuning_controller
-        self.jobs: list[int] = []
-        self.full_reads = 0
-        reconcile, active = self.controller.reconcile, self.controller.store.active
-
-        def counted_reconcile(row: TuningJobRow) -> bool:
-            self.jobs.append(row.id)
-            return reconcile(row)
-
-        def counted_active() -> list[TuningJobRow]:
-            self.full_reads += 1
-            return active()
-
-        self.controller.reconcile = counted_reconcile  # type: ignore[method-assign]
-        self.controller.store.active = counted_active  # type: ignore[method-assign]
-
-    def passes(self, count: int = 1) -> list[int]:
-        """Run passes; the ids of the jobs they looked at, once per look."""
-        self.jobs.clear()
-        for _ in range(count):
-            self.controller.reconcile_once()
-        return list(self.jobs)
 
 
 @pytest.fixture
@@ -92,6 +64,11 @@ def create(services: Services) -> int:
     return int(created["name"].rsplit("/", 1)[-1])
 
 
+def tuning(services: Services) -> TuningJobController:
+    assert services.tuning_controller is not None
+    return services.tuning_controller
+
+
 def children(services: Services, job_id: int) -> list[int]:
     assert services.tuning_controller is not None
     return [t.custom_job_id for t in services.tuning_controller.store.trials(job_id) if t.custom_job_id]
@@ -115,7 +92,7 @@ def waiting(services: Services, looks: Looks) -> list[int]:
 
 
 def test_tuning_jobs_whose_trials_wait_are_not_looked_at(services: Services) -> None:
-    looks = Looks(services)
+    looks = Looks(tuning(services))
     waiting(services, looks)
     assert looks.full_reads == 1  # the first pass only
     assert looks.passes(5) == []
@@ -123,14 +100,14 @@ def test_tuning_jobs_whose_trials_wait_are_not_looked_at(services: Services) -> 
 
 
 def test_a_trials_customjob_change_names_its_tuning_job_only(services: Services) -> None:
-    looks = Looks(services)
+    looks = Looks(tuning(services))
     first, second = waiting(services, looks)
     services.custom_jobs.cancel(PROJECT, STOCKED_OUT, str(children(services, second)[0]))
     assert looks.passes() == [second]
 
 
 def test_a_tuning_jobs_own_change_names_it_and_its_trials_are_stopped(services: Services) -> None:
-    looks = Looks(services)
+    looks = Looks(tuning(services))
     first, second = waiting(services, looks)
     services.tuning_jobs.cancel(PROJECT, STOCKED_OUT, str(first))
     assert looks.passes() == [first]  # it cancels its trials' CustomJobs
@@ -142,11 +119,11 @@ def test_a_tuning_jobs_own_change_names_it_and_its_trials_are_stopped(services: 
     assert services.tuning_controller is not None
     row = services.tuning_controller.store.get(first)
     assert row is not None and row.state == JobState.JOB_STATE_CANCELLED
-    assert second not in looks.jobs
+    assert second not in looks.rows
 
 
 def test_the_slow_resync_reads_every_active_job(services: Services) -> None:
-    looks = Looks(services)
+    looks = Looks(tuning(services))
     jobs = waiting(services, looks)
     assert services.tuning_controller is not None
     services.tuning_controller._next_full = time.monotonic()  # the resync is due
@@ -156,7 +133,7 @@ def test_the_slow_resync_reads_every_active_job(services: Services) -> None:
 
 
 def test_a_failed_look_is_taken_again(services: Services) -> None:
-    looks = Looks(services)
+    looks = Looks(tuning(services))
     first, _second = waiting(services, looks)
     controller = services.tuning_controller
     assert controller is not None

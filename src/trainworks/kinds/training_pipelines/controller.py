@@ -17,8 +17,9 @@ from typing import Any
 from trainworks.config import Settings
 from trainworks.contract.environment import output_directories
 from trainworks.jobs.enums import TERMINAL_PIPELINE_STATES, JobState, PipelineState
+from trainworks.kernel.changes import ChangeFeed
 from trainworks.kernel.errors import ApiError
-from trainworks.kernel.loop import ReconcileLoop, reconcile_each
+from trainworks.kernel.feed_loop import FeedLoop
 from trainworks.kernel.names import parent_name
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
@@ -81,8 +82,10 @@ def best_trial(trials: list[Any], metric_id: str, maximize: bool) -> Any | None:
     return best[2] if best else None
 
 
-class TrainingPipelineController(ReconcileLoop):
+class TrainingPipelineController(FeedLoop[TrainingPipelineRow]):
     name = "training-pipeline-controller"
+    logger = log
+    what = "training pipeline"
 
     def __init__(
         self,
@@ -92,22 +95,27 @@ class TrainingPipelineController(ReconcileLoop):
         tuning_jobs: TuningJobService,
         models: ModelService | None = None,  # None: pipelines with modelToUpload fail with a clear error
         datasets: DatasetService | None = None,  # None: pipelines with inputDataConfig fail likewise
+        changes: ChangeFeed | None = None,
     ) -> None:
         self.store = store
         self.custom_jobs = custom_jobs
         self.tuning_jobs = tuning_jobs
         self.models = models
         self.datasets = datasets
-        super().__init__(settings.resync_seconds)
-
-    def reconcile_once(self) -> bool:
-        return reconcile_each(
-            self.store.active(),
-            self.reconcile,
-            log,
-            "reconciling training pipeline %s failed",
-            lambda row: row.id,
+        # A pipeline follows its backing job (kernel/feed_loop.py): the job's changes name it.
+        super().__init__(
+            settings.resync_seconds,
+            settings.full_resync_seconds,
+            changes or ChangeFeed(store.db),
+            store.kind,
+            [custom_jobs.store.kind, tuning_jobs.store.kind],
         )
+
+    def active_rows(self) -> list[TrainingPipelineRow]:
+        return self.store.active()
+
+    def active_rows_among(self, ids: set[int]) -> list[TrainingPipelineRow]:
+        return self.store.active_among(ids)
 
     def reconcile(self, row: TrainingPipelineRow) -> bool:
         state = P(row.state)
@@ -165,7 +173,9 @@ class TrainingPipelineController(ReconcileLoop):
             return False
         state = S(backing.state)
         if not state.terminal:
-            return True
+            self.follow(self._backing_kind(row), backing.id, row.id)  # its changes name the pipeline
+            return False
+        self.unfollow(self._backing_kind(row), backing.id)
         if state == S.JOB_STATE_SUCCEEDED:
             if row.spec.get("modelToUpload") is not None and not row.model:
                 upload_error = self._upload(row, backing)
@@ -191,7 +201,8 @@ class TrainingPipelineController(ReconcileLoop):
             if backing.state != int(S.JOB_STATE_CANCELLING):
                 with contextlib.suppress(ApiError):  # it may have finished meanwhile
                     self._backing_service(row).cancel(row.project_number, row.location, str(backing.id))
-            return True
+            self.follow(self._backing_kind(row), backing.id, row.id)  # its end names the pipeline
+            return False
         self._end(row, P.PIPELINE_STATE_CANCELLED, CANCELED)
         return False
 
@@ -204,6 +215,10 @@ class TrainingPipelineController(ReconcileLoop):
     # -------------------------------------------------------------- the backing job
     def _backing_service(self, row: TrainingPipelineRow) -> CustomJobService | TuningJobService:
         return self.tuning_jobs if row.backing_kind == "tuning" else self.custom_jobs
+
+    def _backing_kind(self, row: TrainingPipelineRow) -> str:
+        """The change feed's kind of the pipeline's backing job."""
+        return self._backing_service(row).store.kind
 
     def _find_backing(self, row: TrainingPipelineRow) -> int | None:
         """The backing job recorded on the row, or one created before a crash and found by its label."""

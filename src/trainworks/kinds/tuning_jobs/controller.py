@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from trainworks.jobs.enums import JobState
 from trainworks.jobs.store import ACTIVE_STATES
 from trainworks.kernel.changes import ChangeFeed
 from trainworks.kernel.errors import ApiError
-from trainworks.kernel.loop import BUSY_INTERVAL, ReconcileLoop, reconcile_each
+from trainworks.kernel.feed_loop import FeedLoop
 from trainworks.kernel.status import Code, status_dict
 from trainworks.kernel.wire import now_utc
 from trainworks.kinds.custom_jobs.rules import PRIMARY
@@ -46,8 +45,6 @@ T = TrialState
 _UNCANCELLED = frozenset(int(s) for s in (S.JOB_STATE_QUEUED, S.JOB_STATE_PENDING, S.JOB_STATE_RUNNING))
 SERVICE_FAILED_TRIALS = 3  # maxFailedTrialCount 0: this many finished trials, all failed, fail the job
 STOPPING_SPECS = ("medianAutomatedStoppingSpec", "decayCurveStoppingSpec", "convexAutomatedStoppingSpec")
-# A job with a trial running is looked at this often: the reports come in a file, not through the database.
-REPORT_POLL_SECONDS = 0.25
 
 
 def _measurements(trial: TuningTrialRow) -> list[Measurement]:
@@ -57,8 +54,10 @@ def _measurements(trial: TuningTrialRow) -> list[Measurement]:
     ]
 
 
-class TuningJobController(ReconcileLoop):
+class TuningJobController(FeedLoop[TuningJobRow]):
     name = "tuning-job-controller"
+    logger = log
+    what = "tuning job"
 
     def __init__(
         self,
@@ -73,20 +72,16 @@ class TuningJobController(ReconcileLoop):
         self.custom_jobs = custom_jobs
         self.storage_url = storage_url
         self._studies: dict[int, Study] = {}  # a cache: the study itself is in the database
-        super().__init__(settings.resync_seconds)
-        # Event-driven: a pass looks at the jobs the change feed names (their own rows, their trials'
-        # CustomJobs), those with a trial running (their reports) and those in motion; every active job only
-        # on the first pass and on the slow resync (every full_resync_seconds), the safety net.
-        self.changes = changes or ChangeFeed(store.db)
-        self._cursor: int | None = None  # None: the next pass reads every active job
-        self._next_full = 0.0
-        self._children: dict[int, int] = {}  # a live trial's CustomJob id -> its tuning job's id
-        self._reporting: set[int] = set()  # jobs with a trial running
-        self._moving: set[int] = set()  # jobs whose next step needs no event (trials to start)
+        # Its rows follow their trials' CustomJobs (kernel/feed_loop.py); a job with a trial running is polled
+        # for the reports, which come in a file, not through the database.
+        super().__init__(
+            settings.resync_seconds,
+            settings.full_resync_seconds,
+            changes or ChangeFeed(store.db),
+            store.kind,
+            [custom_jobs.store.kind],
+        )
         self._asked: set[int] = set()  # jobs whose study's unrecorded suggestions were adopted
-        self._last_pass = 0.0
-        self.changes.subscribe(store.kind, self.wake)
-        self.changes.subscribe(custom_jobs.store.kind, self.wake)
 
     def study(self, job: TuningJobRow) -> Study:
         study = self._studies.get(job.id)
@@ -100,61 +95,14 @@ class TuningJobController(ReconcileLoop):
     def job_dir(self, job: TuningJobRow) -> Path:
         return self.settings.jobs_dir / f"tuning-{job.id}"
 
-    def reconcile_once(self) -> bool:
-        # Woken by every CustomJob change (a flood of creates): at most one pass per BUSY_INTERVAL.
-        time.sleep(max(0.0, self._last_pass + BUSY_INTERVAL - time.monotonic()))
-        self._last_pass = time.monotonic()
-        try:
-            ids = self._work()
-            jobs = self.store.active() if ids is None else self.store.active_among(ids)
-        except Exception:
-            self._cursor = None  # the database failed: what happened meanwhile is read whole next time
-            raise
-        if ids is not None:
-            for job_id in ids - {job.id for job in jobs}:
-                self._forget(job_id)
-        failed = "reconciling tuning job %s failed"
-        return reconcile_each(jobs, self._reconcile_or_retry, log, failed, lambda job: job.id)
+    def active_rows(self) -> list[TuningJobRow]:
+        return self.store.active()
 
-    def next_wait(self, busy: bool) -> float:
-        if busy:
-            return BUSY_INTERVAL
-        wait = self._next_full - time.monotonic()
-        if self._reporting:
-            wait = min(wait, REPORT_POLL_SECONDS)
-        if self._moving:  # a job whose pass failed: again after the resync period
-            wait = min(wait, self.resync_seconds)
-        return max(wait, 0.0)
+    def active_rows_among(self, ids: set[int]) -> list[TuningJobRow]:
+        return self.store.active_among(ids)
 
-    def _reconcile_or_retry(self, job: TuningJobRow) -> bool:
-        try:
-            return self.reconcile(job)
-        except Exception:
-            self._moving.add(job.id)  # its change was read: look at it again, not only at the next resync
-            raise
-
-    def _work(self) -> set[int] | None:
-        """The ids of the jobs this pass looks at; None for every active job."""
-        if self._cursor is None or time.monotonic() >= self._next_full:
-            # The cursor first: a change committed while the rows are read is read again, never missed.
-            self._cursor = self.changes.head(self.name)
-            self._next_full = time.monotonic() + self.settings.full_resync_seconds
-            self._children.clear()
-            self._reporting.clear()
-            self._moving.clear()
-            return None
-        own, trials = self.store.kind, self.custom_jobs.store.kind
-        self._cursor, changed = self.changes.since_kinds(self.name, self._cursor, (own, trials))
-        of_trials = {self._children[child] for child in changed[trials] if child in self._children}
-        return changed[own] | of_trials | self._reporting | self._moving
-
-    def _forget(self, job_id: int) -> None:
-        """The job ended (or is gone): nothing of it is watched any more."""
-        self._reporting.discard(job_id)
-        self._moving.discard(job_id)
-        self._asked.discard(job_id)
-        for child in [c for c, owner in self._children.items() if owner == job_id]:
-            del self._children[child]
+    def forgotten(self, row_id: int) -> None:
+        self._asked.discard(row_id)
 
     # -------------------------------------------------------------- one tuning job
     def reconcile(self, job: TuningJobRow) -> bool:
@@ -173,11 +121,7 @@ class TuningJobController(ReconcileLoop):
             moving = False
         else:  # in motion: trials recorded now, started on the next pass
             moving = self._advance(job, trials)
-        for found, watched in ((moving, self._moving), (reporting, self._reporting)):
-            if found:
-                watched.add(job.id)
-            else:
-                watched.discard(job.id)
+        self.poll(job.id, reporting)
         return moving
 
     def _decide(self, job: TuningJobRow, state: JobState, error: dict[str, Any] | None) -> None:
@@ -198,7 +142,7 @@ class TuningJobController(ReconcileLoop):
         running = False
         for trial in trials:
             if trial.custom_job_id is not None and trial.state not in LIVE_TRIAL_STATES:
-                self._children.pop(trial.custom_job_id, None)
+                self.unfollow(self.custom_jobs.store.kind, trial.custom_job_id)
             if trial.state not in LIVE_TRIAL_STATES:
                 continue
             if trial.custom_job_id is None:
@@ -209,9 +153,9 @@ class TuningJobController(ReconcileLoop):
                     }
                 self._start_trial(job, trial, children.get(trial.trial_id))
                 if trial.custom_job_id is not None:  # its changes name this job from now on
-                    self._children[trial.custom_job_id] = job.id
+                    self.follow(self.custom_jobs.store.kind, trial.custom_job_id, job.id)
                 continue
-            self._children[trial.custom_job_id] = job.id
+            self.follow(self.custom_jobs.store.kind, trial.custom_job_id, job.id)
             child = self.custom_jobs.job_row(trial.custom_job_id)
             if child is None:
                 self._end_trial(job, trial, None, "The CustomJob of this trial was deleted.")
@@ -250,7 +194,7 @@ class TuningJobController(ReconcileLoop):
                         f"The trial reported no measurement of {metric['metricId']}."
                     )
                     self._end_trial(job, trial, None, reason)
-                self._children.pop(child.id, None)
+                self.unfollow(self.custom_jobs.store.kind, child.id)
             else:
                 running |= child.state == int(S.JOB_STATE_RUNNING)
         return running
