@@ -21,6 +21,8 @@ running, the process's CPU over 1 s settled) and trials interleaved with the sid
    slurmctld with as many held jobs (`sbatch --hold`). The window starts once the queue has settled: the
    server's /metrics counts every job QUEUED, then its CPU over 1 s is low or flat (so is slurmctld's).
    The scheduling passes the server records within the window are shown (each one planned the queue again).
+6. Idle CPU of the server once `--waiting` tuning jobs (3 trials each) and as many training pipelines wait
+   there too, their jobs QUEUED: each follows its jobs through the change feed and costs nothing meanwhile.
 
 Targets (issue 18) are printed next to the figures: creates >= 1.5x the sbatch rate at 1 and 8 clients;
 idle CPU <= 2% of a core with 10,000 queued and RSS < 500 MiB; submit -> light command <= 1.0x the bare
@@ -73,6 +75,10 @@ SETTLE_BELOW = 0.05  # a process is idle once its CPU over 1 s is at most 5% of 
 SETTLE_FLAT = 0.01  # ... or flat: three 1 s samples within 1% of a core (its steady state)
 QUEUED_LOCATION = "europe-west4"  # stocked out: jobs created there stay QUEUED
 QUEUED_JOBS = f"/v1/projects/{common.PROJECT}/locations/{QUEUED_LOCATION}/customJobs"
+TUNING_JOBS = f"/v1/projects/{common.PROJECT}/locations/{QUEUED_LOCATION}/hyperparameterTuningJobs"
+PIPELINES = f"/v1/projects/{common.PROJECT}/locations/{QUEUED_LOCATION}/trainingPipelines"
+WAITING_TRIALS = 3  # parallel trials of each waiting tuning job
+CUSTOM_TASK = "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
 JOBS = f"/v1/{common.PARENT}/customJobs"
 INVENTORY = f"""
 regions:
@@ -116,6 +122,7 @@ FULL = {
     "replica_trials": 5,
     "queued": [1000, 10000],
     "idle": 20.0,
+    "waiting": 100,
     "settle_timeout": 120.0,
 }
 QUICK = {
@@ -126,6 +133,7 @@ QUICK = {
     "replica_trials": 2,
     "queued": [100, 500],
     "idle": 5.0,
+    "waiting": 20,
     "settle_timeout": 30.0,
 }
 
@@ -238,6 +246,28 @@ def command_pools(code: str, folder: Path, replicas: int) -> list[dict[str, Any]
     if replicas > 1:
         pools.append(common.container_pool(command, replicas - 1, args=[str(folder)]))
     return pools
+
+
+def waiting_tuning_job() -> dict[str, Any]:
+    """A tuning job of WAITING_TRIALS parallel trials (of `true`: they wait in the stocked-out region)."""
+    return {
+        "displayName": "waiting",
+        "studySpec": {
+            "metrics": [{"metricId": "score", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 1}}],
+        },
+        "maxTrialCount": WAITING_TRIALS,
+        "parallelTrialCount": WAITING_TRIALS,
+        "trialJobSpec": {"workerPoolSpecs": [common.container_pool(["true"])]},
+    }
+
+
+def waiting_pipeline() -> dict[str, Any]:
+    return {
+        "displayName": "waiting",
+        "trainingTaskDefinition": CUSTOM_TASK,
+        "trainingTaskInputs": {"workerPoolSpecs": [common.container_pool(["true"])]},
+    }
 
 
 # ------------------------------------------------------------------------------------------ Slurm side
@@ -498,6 +528,34 @@ class Bench:
         self.slurm.completed(job_id)
         return seconds
 
+    # -------------------------------------------------------------- 6. idle with tuning jobs and pipelines
+    def waiting(self) -> dict[str, Any]:
+        """Idle once `--waiting` tuning jobs (WAITING_TRIALS trials each) and as many training pipelines wait,
+        their jobs QUEUED in the stocked-out region (after step 5: its queued jobs are still there)."""
+        count = self.args.waiting
+        before = self.tw.queued(self.tw.metrics()) or 0
+        for path, body in ((TUNING_JOBS, waiting_tuning_job()), (PIPELINES, waiting_pipeline())):
+            for _ in range(count):
+                response = self.tw.http.post(path, json=body)
+                if response.status_code != 200:
+                    raise RuntimeError(f"create: {response.status_code} {response.text[:500]}")
+        queued = before + count * (WAITING_TRIALS + 1)
+        poll(
+            lambda: True if self.tw.queued(self.tw.metrics()) == queued else None,
+            self.args.settle_timeout + 60,
+            f"{queued} jobs QUEUED in /metrics",
+            0.5,
+        )
+        settled = settle(self.tw.pid, self.args.settle_timeout)
+        return {
+            "tuning_jobs": count,
+            "pipelines": count,
+            "queued": queued,
+            "cpu": idle_cpu(self.tw.pid, self.args.idle),
+            "memory": memory_mib(self.tw.pid),
+            "settled": settled["settled"],
+        }
+
     # -------------------------------------------------------------- 5. idle with queued jobs
     def idle(self) -> list[dict[str, Any]]:
         self.quiesce("idle with queued jobs")
@@ -710,6 +768,18 @@ def report(results: dict[str, Any], slurm: bool, elapsed: float) -> str:
             idle_rows,
         ),
         "",
+    ]
+    if "waiting" in results:
+        waiting = results["waiting"]
+        lines += [
+            f"### Idle with {waiting['tuning_jobs']} tuning jobs ({WAITING_TRIALS} trials each) and "
+            f"{waiting['pipelines']} training pipelines waiting ({waiting['queued']} jobs QUEUED in all)",
+            "",
+            f"Server CPU {waiting['cpu'] * 100:.2f}% of a core, RSS {waiting['memory']['VmRSS']:.0f} MiB"
+            + ("" if waiting["settled"] else " (not settled first: timed out)"),
+            "",
+        ]
+    lines += [
         "### Targets (issue 18)",
         "",
         common.markdown_table(
@@ -749,6 +819,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--queued", type=int, nargs="+", help="queued job counts (1000 10000; quick 100 500)")
     parser.add_argument("--queue-clients", type=int, default=16, help="clients creating the queued jobs")
     parser.add_argument("--idle", type=float, help="seconds of each idle CPU window (20; quick 5)")
+    parser.add_argument(
+        "--waiting", type=int, help="tuning jobs and pipelines left waiting (100; quick 20; 0: none)"
+    )
     parser.add_argument("--settle-timeout", type=float, help="seconds to wait for idle before a step")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured latency trials per step")
     parser.add_argument("--slurm-nodes", type=int, default=4, help="emulated Slurm nodes")
@@ -787,6 +860,8 @@ def main() -> None:
         results["light"] = bench.commands_ran(1, args.latency_trials)
         results["replicas"] = bench.commands_ran(args.replicas, args.replica_trials)
         results["idle"] = bench.idle()
+        if args.waiting:
+            results["waiting"] = bench.waiting()
         results["idle_before_steps"] = bench.idle_before
     finally:
         tw.stop()

@@ -1,10 +1,36 @@
-"""Counting what a change-driven controller (kernel/feed_loop.py) looks at, pass by pass."""
+"""Counting what a change-driven controller (kernel/feed_loop.py) looks at, pass by pass, with the server's
+services in the test's own process and a stocked-out region where every job waits QUEUED."""
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from tests.support.in_process import in_process_services
+from trainworks.config import Settings
 from trainworks.kernel.feed_loop import FeedLoop
+from trainworks.wiring import Services
+
+STOCKED_OUT = "europe-west1"
+INVENTORY = f"""
+regions:
+  {STOCKED_OUT}:
+    stockout: true
+    zones:
+      {STOCKED_OUT}-b: {{elastic: true}}
+"""
+
+
+@contextlib.contextmanager
+def stocked_out_services(folder: Path) -> Iterator[Services]:
+    """Services whose only region is stocked out: jobs created there stay QUEUED."""
+    inventory = folder / "inventory.yaml"
+    inventory.write_text(INVENTORY)
+    with in_process_services(Settings(home=folder / "home", inventory_path=inventory)) as built:
+        yield built
 
 
 class Looks:
@@ -33,3 +59,19 @@ class Looks:
         for _ in range(count):
             self.controller.reconcile_once()
         return list(self.rows)
+
+
+def assert_idle(looks: Looks) -> None:
+    """With nothing changed, passes look at no row and read no table whole."""
+    reads = looks.full_reads
+    assert looks.passes(5) == []
+    assert looks.full_reads == reads
+
+
+def assert_resync_reads_all(looks: Looks, row_ids: list[int]) -> None:
+    """The slow resync, once due, looks at every active row, then nothing again."""
+    reads = looks.full_reads
+    looks.controller._next_full = time.monotonic()
+    assert sorted(looks.passes()) == sorted(row_ids)
+    assert looks.full_reads == reads + 1
+    assert looks.passes() == []

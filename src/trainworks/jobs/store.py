@@ -61,12 +61,16 @@ class JobRows(NewestFirstRows[R]):
 
     def changed(self, job_ids: Iterable[int]) -> list[R]:
         """The jobs among `job_ids` that still exist (those the change feed named)."""
+        return self._among(job_ids)
+
+    def _among(self, job_ids: Iterable[int], *where: Any) -> list[R]:
         table = self.row
         ids = list(job_ids)
         found: list[R] = []
         with self.db.session() as session:
             for i in range(0, len(ids), _IN_CHUNK):
-                found.extend(session.scalars(select(table).where(table.id.in_(ids[i : i + _IN_CHUNK]))))
+                chunk = ids[i : i + _IN_CHUNK]
+                found.extend(session.scalars(select(table).where(table.id.in_(chunk), *where)))
         return found
 
     def get(self, job_id: int, project_number: str | None = None, location: str | None = None) -> R | None:
@@ -98,13 +102,7 @@ class JobRows(NewestFirstRows[R]):
 
     def active_among(self, job_ids: Iterable[int]) -> list[R]:
         """The active jobs (as `active` means it) among `job_ids`, oldest first."""
-        table = self.row
-        ids = list(job_ids)
-        found: list[R] = []
-        with self.db.session() as session:
-            for i in range(0, len(ids), _IN_CHUNK):
-                chunk = ids[i : i + _IN_CHUNK]
-                found.extend(session.scalars(select(table).where(table.id.in_(chunk), self._is_active())))
+        found = self._among(job_ids, self._is_active())
         return sorted(found, key=lambda job: (job.create_time, job.id))  # type: ignore[attr-defined]
 
     def active_chunk(self, after: int | None, limit: int) -> list[R]:

@@ -7,49 +7,36 @@ controller's passes one at a time, counting which tuning jobs each pass looked a
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.feed_looks import Looks
-from tests.support.in_process import in_process_services
-from tests.support.jobs import MACHINE
+from tests.support.feed_looks import (
+    STOCKED_OUT,
+    Looks,
+    assert_idle,
+    assert_resync_reads_all,
+    stocked_out_services,
+)
+from tests.support.jobs import python_pool
 from tests.support.server import PROJECT
-from trainworks.config import Settings
 from trainworks.jobs.enums import JobState
 from trainworks.kinds.tuning_jobs.controller import TuningJobController
 from trainworks.wiring import Services
 
-STOCKED_OUT = "europe-west1"
-INVENTORY = f"""
-regions:
-  {STOCKED_OUT}:
-    stockout: true
-    zones:
-      {STOCKED_OUT}-b: {{elastic: true}}
-"""
 TRIALS = 3
 
 
 @pytest.fixture
 def services(tmp_path: Path) -> Iterator[Services]:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(INVENTORY)
-    with in_process_services(Settings(home=tmp_path / "home", inventory_path=inventory)) as built:
+    with stocked_out_services(tmp_path) as built:
         yield built
 
 
 def create(services: Services) -> int:
     """A tuning job of TRIALS parallel trials in the stocked-out region: their CustomJobs wait QUEUED."""
-    pool = {
-        "machineSpec": MACHINE,
-        "replicaCount": "1",
-        "containerSpec": {"imageUri": "python:3.11", "command": [sys.executable, "-c", "pass"]},
-    }
     body: dict[str, Any] = {
         "displayName": "waits",
         "studySpec": {
@@ -58,7 +45,7 @@ def create(services: Services) -> int:
         },
         "maxTrialCount": TRIALS,
         "parallelTrialCount": TRIALS,
-        "trialJobSpec": {"workerPoolSpecs": [pool]},
+        "trialJobSpec": {"workerPoolSpecs": [python_pool("pass")]},
     }
     created = services.tuning_jobs.create(PROJECT, STOCKED_OUT, body)
     return int(created["name"].rsplit("/", 1)[-1])
@@ -95,8 +82,7 @@ def test_tuning_jobs_whose_trials_wait_are_not_looked_at(services: Services) -> 
     looks = Looks(tuning(services))
     waiting(services, looks)
     assert looks.full_reads == 1  # the first pass only
-    assert looks.passes(5) == []
-    assert looks.full_reads == 1
+    assert_idle(looks)
 
 
 def test_a_trials_customjob_change_names_its_tuning_job_only(services: Services) -> None:
@@ -124,12 +110,7 @@ def test_a_tuning_jobs_own_change_names_it_and_its_trials_are_stopped(services: 
 
 def test_the_slow_resync_reads_every_active_job(services: Services) -> None:
     looks = Looks(tuning(services))
-    jobs = waiting(services, looks)
-    assert services.tuning_controller is not None
-    services.tuning_controller._next_full = time.monotonic()  # the resync is due
-    assert sorted(looks.passes()) == sorted(jobs)
-    assert looks.full_reads == 2
-    assert looks.passes() == []
+    assert_resync_reads_all(looks, waiting(services, looks))
 
 
 def test_a_failed_look_is_taken_again(services: Services) -> None:
