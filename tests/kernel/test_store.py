@@ -138,11 +138,22 @@ def test_database_from_the_first_release_upgrades_with_its_jobs(
             ),
             {"spec": '{"displayName": "old"}', "now": now_utc()},
         )
+        connection.execute(  # a queued job on a persistent resource
+            text(
+                "INSERT INTO custom_jobs (id, project_number, location, display_name, state, spec, labels, "
+                "create_time, update_time) VALUES (8, '1', 'l', 'on-pool', 1, :spec, '{}', :now, :now)"
+            ),
+            {"spec": '{"jobSpec": {"persistentResourceId": "pool1"}}', "now": now_utc()},
+        )
     engine.dispose()
     database = Database(url)
     try:
         row = JobStore(database).get(7)
         assert row is not None and row.display_name == "old" and row.state == int(S.JOB_STATE_SUCCEEDED)
         assert row.attempt == 0 and row.history == [] and row.priority == 0 and row.zone is None
+        assert row.persistent_resource is None
+        assert [(r.id, r.persistent_resource) for r in JobStore(database).active_on_resources()] == [
+            (8, "pool1")
+        ]
     finally:
         database.dispose()

@@ -186,6 +186,11 @@ class CustomJobRow(JobColumns, Base):
     )
     zone: Mapped[str | None] = mapped_column(String(128), nullable=True, sort_order=AFTER_DELETE)
     waiting_reason: Mapped[str | None] = mapped_column(Text, nullable=True, sort_order=AFTER_DELETE)
+    # jobSpec.persistentResourceId (None: the job runs on the inventory), indexed: the resources' controller
+    # reads their jobs each pass, not every active job.
+    persistent_resource: Mapped[str | None] = mapped_column(
+        String(63), nullable=True, index=True, sort_order=AFTER_DELETE
+    )
 
 
 class ReplicaRow(Base):

@@ -82,7 +82,14 @@ class CustomJobService(JobKindService[CustomJobRow]):
         # A job on a persistent resource runs on the resource's capacity, not the inventory's.
         if not job.job_spec.persistent_resource_id:
             refuse_unschedulable(self.inventory, request, "The job")
-        row = self.insert_new((number, location), job, spec, now, priority=request.priority)
+        row = self.insert_new(
+            (number, location),
+            job,
+            spec,
+            now,
+            priority=request.priority,
+            persistent_resource=job.job_spec.persistent_resource_id or None,
+        )
         self.wake()
         return job_wire(row)
 
@@ -143,6 +150,10 @@ class CustomJobService(JobKindService[CustomJobRow]):
     def active_jobs(self) -> builtins.list[CustomJobRow]:
         """Jobs not finished yet, and finished ones being deleted, oldest first."""
         return self.store.active()
+
+    def active_resource_jobs(self) -> builtins.list[CustomJobRow]:
+        """The active jobs (as active_jobs) that run on a persistent resource, through its index."""
+        return self.store.active_on_resources()
 
     def remove_job(self, job_id: int) -> None:
         """Remove a finished job and its replicas at once (the job of a deleted tuning job's trial)."""

@@ -23,6 +23,13 @@ class JobStore(JobRows[CustomJobRow]):
 
     row = CustomJobRow
 
+    def active_on_resources(self) -> list[CustomJobRow]:
+        """The active jobs on a persistent resource (jobSpec.persistentResourceId), oldest first."""
+        table = self.row
+        query = select(table).where(table.persistent_resource.is_not(None), self._is_active())
+        with self.db.session() as session:
+            return list(session.scalars(query.order_by(table.create_time)))
+
     def _remove_owned_in(self, session: Session, job_id: int) -> None:
         session.execute(delete(ReplicaRow).where(ReplicaRow.job_id == job_id))
 

@@ -223,7 +223,7 @@ _UPDATE_MASK = UpdateMaskRules(
 
 def resource_jobs(jobs: CustomJobService) -> list[CustomJobRow]:
     """The active jobs that run on a persistent resource."""
-    return [j for j in jobs.active_jobs() if job_resource_id(j.spec)]
+    return jobs.active_resource_jobs()
 
 
 class PersistentResourceService(LroResourceService[PersistentResourceRow]):
