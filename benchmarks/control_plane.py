@@ -22,7 +22,8 @@ running, the process's CPU over 1 s settled) and trials interleaved with the sid
    server's /metrics counts every job QUEUED, then its CPU over 1 s is low or flat (so is slurmctld's).
    The scheduling passes the server records within the window are shown (each one planned the queue again).
 6. Idle CPU of the server once `--waiting` tuning jobs (3 trials each) and as many training pipelines wait
-   there too, their jobs QUEUED: each follows its jobs through the change feed and costs nothing meanwhile.
+   there too, their jobs QUEUED, and a persistent resource exists: none of their controllers reads every
+   active job while they wait.
 
 Targets (issue 18) are printed next to the figures: creates >= 1.5x the sbatch rate at 1 and 8 clients;
 idle CPU <= 2% of a core with 10,000 queued and RSS < 500 MiB; submit -> light command <= 1.0x the bare
@@ -79,6 +80,7 @@ TUNING_JOBS = f"/v1/projects/{common.PROJECT}/locations/{QUEUED_LOCATION}/hyperp
 PIPELINES = f"/v1/projects/{common.PROJECT}/locations/{QUEUED_LOCATION}/trainingPipelines"
 WAITING_TRIALS = 3  # parallel trials of each waiting tuning job
 CUSTOM_TASK = "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
+RESOURCES = f"/v1/{common.PARENT}/persistentResources?persistentResourceId=idle-pool"
 JOBS = f"/v1/{common.PARENT}/customJobs"
 INVENTORY = f"""
 regions:
@@ -533,7 +535,12 @@ class Bench:
         """Idle once `--waiting` tuning jobs (WAITING_TRIALS trials each) and as many training pipelines wait,
         their jobs QUEUED in the stocked-out region (after step 5: its queued jobs are still there)."""
         count = self.args.waiting
-        before = self.tw.queued(self.tw.metrics()) or 0
+        before = int(self.tw.queued(self.tw.metrics()) or 0)
+        # And one persistent resource: its controller reads the jobs on resources each pass, only those.
+        pool = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1"}
+        resource = self.tw.http.post(RESOURCES, json={"resourcePools": [pool]})
+        if resource.status_code != 200:
+            raise RuntimeError(f"persistent resource: {resource.status_code} {resource.text[:500]}")
         for path, body in ((TUNING_JOBS, waiting_tuning_job()), (PIPELINES, waiting_pipeline())):
             for _ in range(count):
                 response = self.tw.http.post(path, json=body)
@@ -772,8 +779,9 @@ def report(results: dict[str, Any], slurm: bool, elapsed: float) -> str:
     if "waiting" in results:
         waiting = results["waiting"]
         lines += [
-            f"### Idle with {waiting['tuning_jobs']} tuning jobs ({WAITING_TRIALS} trials each) and "
-            f"{waiting['pipelines']} training pipelines waiting ({waiting['queued']} jobs QUEUED in all)",
+            f"### Idle with {waiting['tuning_jobs']} tuning jobs ({WAITING_TRIALS} trials each), "
+            f"{waiting['pipelines']} training pipelines waiting ({waiting['queued']} jobs QUEUED in all) "
+            "and a persistent resource",
             "",
             f"Server CPU {waiting['cpu'] * 100:.2f}% of a core, RSS {waiting['memory']['VmRSS']:.0f} MiB"
             + ("" if waiting["settled"] else " (not settled first: timed out)"),
