@@ -23,22 +23,26 @@ for _name in ("COLUMNS", "LINES"):
 # The modules that take longest, started first: `make test` hands whole modules to its workers in collection
 # order (--dist loadfile --no-loadscope-reorder), so the run ends on short ones instead of waiting for one of
 # these on a single worker. From `--durations` of full runs (2026-12-05); a module not named keeps its place.
+# The modules that run Slurm daemons (marked `slurm_daemons`) take a machine-wide lock one at a time: they are
+# spread out between the others, so that a worker taking one seldom sits waiting for the lock (their fixtures
+# waited 77-160 s when they came one after another).
 SLOW_FIRST = (
-    "tests/slurm/test_slurm_daemons.py",
-    "tests/system/test_chaos.py",
+    "tests/slurm/test_slurm_daemons.py",  # Slurm
     "tests/system/test_fuzz_api.py",
-    "tests/kinds/clusters/",
     "tests/backends/test_memory_limits.py",
     "tests/backends/test_podman.py",
+    "tests/system/test_chaos.py",  # Slurm
     "tests/system/test_preemption_storm.py",
-    "tests/backends/test_slurm_backend.py",
     "tests/kinds/custom_jobs/test_shell.py",
     "tests/system/test_console_features.py",
+    "tests/kinds/clusters/test_api.py",  # Slurm
     "tests/system/test_console_browser.py",
     "tests/system/test_readme.py",
-    "tests/kinds/custom_jobs/test_cli_local_package.py",
     "tests/kinds/models/test_cli.py",
+    "tests/kinds/clusters/test_cli.py",  # Slurm
+    "tests/kinds/custom_jobs/test_cli_local_package.py",
     "tests/kinds/tuning_jobs/",
+    "tests/backends/test_slurm_backend.py",  # Slurm
 )
 
 
