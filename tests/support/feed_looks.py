@@ -1,5 +1,6 @@
-"""Counting what a change-driven controller (kernel/feed_loop.py) looks at, pass by pass, with the server's
-services in the test's own process and a stocked-out region where every job waits QUEUED."""
+"""Counting what an event-driven controller (the custom-job controller, those on kernel/feed_loop.py) looks
+at, pass by pass, with the server's services in the test's own process and a stocked-out region where every
+job waits QUEUED."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 
 from tests.support.in_process import in_process_services
 from trainworks.config import Settings
-from trainworks.kernel.feed_loop import FeedLoop
 from trainworks.wiring import Services
 
 STOCKED_OUT = "europe-west1"
@@ -34,13 +34,15 @@ def stocked_out_services(folder: Path) -> Iterator[Services]:
 
 
 class Looks:
-    """Which rows the controller's passes reconciled, and how often they read every active row."""
+    """Which rows the controller's passes reconciled, and how often they read every active row (`reads_all`:
+    the object and the name of the method that does; a FeedLoop's own `active_rows` by default)."""
 
-    def __init__(self, controller: FeedLoop[Any]) -> None:
+    def __init__(self, controller: Any, reads_all: tuple[Any, str] | None = None) -> None:
         self.controller = controller
         self.rows: list[int] = []
         self.full_reads = 0
-        reconcile, active = controller.reconcile, controller.active_rows
+        owner, name = reads_all or (controller, "active_rows")
+        reconcile, active = controller.reconcile, getattr(owner, name)
 
         def counted_reconcile(row: Any) -> bool:
             self.rows.append(row.id)
@@ -50,8 +52,8 @@ class Looks:
             self.full_reads += 1
             return active()
 
-        controller.reconcile = counted_reconcile  # type: ignore[method-assign]
-        controller.active_rows = counted_active  # type: ignore[method-assign]
+        controller.reconcile = counted_reconcile
+        setattr(owner, name, counted_active)
 
     def passes(self, count: int = 1) -> list[int]:
         """Run passes; the ids of the rows they looked at, once per look."""

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
+from tests.support.feed_looks import Looks
 from tests.support.in_process import in_process_services
 from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, wait_for
@@ -35,32 +36,9 @@ regions:
 """
 
 
-class Looks:
-    """Which jobs the controller's passes reconciled, and how often they read every active job."""
-
-    def __init__(self, services: Services) -> None:
-        self.controller = services.controller
-        self.jobs: list[int] = []
-        self.full_reads = 0
-        reconcile, active = self.controller.reconcile, self.controller.jobs.active
-
-        def counted_reconcile(row: CustomJobRow) -> bool:
-            self.jobs.append(row.id)
-            return reconcile(row)
-
-        def counted_active() -> list[CustomJobRow]:
-            self.full_reads += 1
-            return active()
-
-        self.controller.reconcile = counted_reconcile  # type: ignore[method-assign]
-        self.controller.jobs.active = counted_active  # type: ignore[method-assign]
-
-    def passes(self, count: int = 1) -> set[int]:
-        """Run passes; the ids of the jobs they looked at."""
-        self.jobs.clear()
-        for _ in range(count):
-            self.controller.reconcile_once()
-        return set(self.jobs)
+def looks_of(services: Services) -> Looks:
+    """The custom-job controller's looks; a full read is its jobs' `active`."""
+    return Looks(services.controller, (services.controller.jobs, "active"))
 
 
 @pytest.fixture
@@ -82,23 +60,23 @@ def state(services: Services, job_id: int) -> str:
 
 
 def test_an_idle_pass_reads_no_job_and_a_change_reads_only_its_job(services: Services) -> None:
-    looks = Looks(services)
+    looks = looks_of(services)
     queued = [create(services, STOCKED_OUT, job(python_pool("pass"), name=f"q{i}")) for i in range(20)]
     first = looks.passes()
-    assert set(queued) <= first  # the first pass reads everything (a restarted server starts afresh)
+    assert set(queued) <= set(first)  # the first pass reads everything (a restarted server starts afresh)
     for job_id in queued:
         row = services.controller.jobs.get(job_id)
         assert row is not None and row.waiting_reason, "not planned"
     looks.passes()  # the pass's own writes (the waiting reasons) come back once through the feed
     looks.full_reads = 0
-    assert looks.passes(5) == set()  # ten thousand queued jobs cost an idle server nothing
+    assert looks.passes(5) == []  # ten thousand queued jobs cost an idle server nothing
     assert looks.full_reads == 0
     assert services.controller.next_wait(False) > services.settings.resync_seconds  # it sleeps long
 
     services.custom_jobs.cancel(PROJECT, STOCKED_OUT, str(queued[3]))
-    assert looks.passes() == {queued[3]}
+    assert looks.passes() == [queued[3]]
     wait_for(lambda: looks.passes() is not None and state_in(services, queued[3]), what="the cancel")
-    assert looks.passes(3) == set()  # it ended and is forgotten
+    assert looks.passes(3) == []  # it ended and is forgotten
     assert looks.full_reads == 0
 
 
@@ -109,13 +87,13 @@ def state_in(services: Services, job_id: int) -> bool:
 def test_a_running_job_is_not_polled_and_its_replica_end_wakes_it(services: Services, tmp_path: Path) -> None:
     go = tmp_path / "go"
     code = f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)"
-    looks = Looks(services)
+    looks = looks_of(services)
     job_id = create(services, LOCATION, job(python_pool(code)))
     wait_for(
         lambda: looks.passes() is not None and state(services, job_id) == "JOB_STATE_RUNNING", what="RUNNING"
     )
     looks.passes()  # the pass after the start registers the replica's end as an event
-    assert looks.passes(5) == set()  # running, and nothing happens to it: no pass looks at it
+    assert looks.passes(5) == []  # running, and nothing happens to it: no pass looks at it
     go.touch()
     # The replica's end is the event: the next passes look at the job, and it succeeds.
     wait_for(
@@ -128,7 +106,7 @@ def test_a_running_job_is_not_polled_and_its_replica_end_wakes_it(services: Serv
 def test_a_deadline_wakes_its_job_without_any_change(services: Services) -> None:
     """A FLEX_START job's wait runs out while nothing else happens: its deadline alone brings it back."""
     body = job(python_pool("pass"), scheduling={"strategy": "FLEX_START", "maxWaitDuration": "1s"})
-    looks = Looks(services)
+    looks = looks_of(services)
     job_id = create(services, STOCKED_OUT, body)
     looks.passes()
     assert 0 < services.controller.next_wait(False) <= 1.1  # it sleeps until the deadline, not longer
@@ -144,7 +122,7 @@ def test_a_deadline_wakes_its_job_without_any_change(services: Services) -> None
 
 
 def test_the_slow_resync_finds_a_write_that_escaped_the_feed(services: Services) -> None:
-    looks = Looks(services)
+    looks = looks_of(services)
     queued = [create(services, STOCKED_OUT, job(python_pool("pass"), name=f"q{i}")) for i in range(3)]
     looks.passes(2)
     # A write that skips the feed (a hand edit, or a bug in a writer): the job is cancelled in the database.
@@ -154,9 +132,9 @@ def test_the_slow_resync_finds_a_write_that_escaped_the_feed(services: Services)
             .where(CustomJobRow.id == queued[1])
             .values(state=int(JobState.JOB_STATE_CANCELLING))
         )
-    assert looks.passes(3) == set()  # nothing named it
+    assert looks.passes(3) == []  # nothing named it
     services.controller._next_chunk = 0  # the slow resync's next chunk is due
-    assert set(queued) <= looks.passes()
+    assert set(queued) <= set(looks.passes())
     wait_for(lambda: looks.passes() is not None and state_in(services, queued[1]), what="the cancel")
     assert looks.full_reads == 1
 
@@ -215,7 +193,7 @@ def test_under_a_flood_launches_wait_one_per_pass_and_other_work_goes_first(
     # A request that stays open (young) all along: each launch waits the most it may, then goes on.
     load = RequestLoad(most=0.05, young=60.0)
     services.controller.requests = load
-    looks = Looks(services)
+    looks = looks_of(services)
     launches = [create(services, LOCATION, job(python_pool("pass"), name=f"d{i}")) for i in range(3)]
     load.begin()
     try:
@@ -223,10 +201,10 @@ def test_under_a_flood_launches_wait_one_per_pass_and_other_work_goes_first(
         services.custom_jobs.cancel(PROJECT, LOCATION, str(running))
         started = [i for i in launches if state(services, i) != "JOB_STATE_PENDING"]
         assert len(started) == 1, [state(services, i) for i in launches]
-        looks.jobs.clear()
+        looks.rows.clear()
         services.controller.reconcile_once()
         # The cancel is worked on before the launches left, which still wait their turn (one per pass).
-        assert looks.jobs[0] == running
+        assert looks.rows[0] == running
         assert sum(state(services, i) != "JOB_STATE_PENDING" for i in launches) == 2
         services.controller.reconcile_once()
     finally:

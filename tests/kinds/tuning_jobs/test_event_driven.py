@@ -57,8 +57,7 @@ def tuning(services: Services) -> TuningJobController:
 
 
 def children(services: Services, job_id: int) -> list[int]:
-    assert services.tuning_controller is not None
-    return [t.custom_job_id for t in services.tuning_controller.store.trials(job_id) if t.custom_job_id]
+    return [t.custom_job_id for t in tuning(services).store.trials(job_id) if t.custom_job_id]
 
 
 def states(services: Services, job_ids: list[int]) -> set[JobState]:
@@ -102,8 +101,7 @@ def test_a_tuning_jobs_own_change_names_it_and_its_trials_are_stopped(services: 
     services.controller.reconcile_once()  # the CustomJob controller ends them (QUEUED: nothing to stop)
     assert states(services, trials) == {JobState.JOB_STATE_CANCELLED}
     assert looks.passes() == [first]  # the trials' ends name it: it ends too
-    assert services.tuning_controller is not None
-    row = services.tuning_controller.store.get(first)
+    row = tuning(services).store.get(first)
     assert row is not None and row.state == JobState.JOB_STATE_CANCELLED
     assert second not in looks.rows
 
@@ -116,8 +114,7 @@ def test_the_slow_resync_reads_every_active_job(services: Services) -> None:
 def test_a_failed_look_is_taken_again(services: Services) -> None:
     looks = Looks(tuning(services))
     first, _second = waiting(services, looks)
-    controller = services.tuning_controller
-    assert controller is not None
+    controller = tuning(services)
     trials = controller.store.trials
 
     def failing(job_id: int) -> Any:
