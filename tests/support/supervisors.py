@@ -14,17 +14,21 @@ from trainworks.backends.warm import WarmPool, WarmTarget
 from trainworks.kinds.custom_jobs.launcher import host_env
 
 
-def start_supervisor(run_dir: Path, argv: Sequence[str], sandboxed: bool) -> subprocess.Popen[bytes]:
+def start_supervisor(
+    run_dir: Path, argv: Sequence[str], sandboxed: bool = True, plan: str | None = None
+) -> subprocess.Popen[bytes]:
     """backends/shim.py running `argv` in `run_dir`, as backends/local.py starts it: in a session of its own,
-    its plan on stdin (the sandbox's, or none)."""
+    its plan on stdin (`plan`: sandbox.format_plan's text; by default a bare sandbox, or none)."""
+    if plan is None:
+        plan = "sandbox\n" if sandboxed else ""
     process = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(SHIM), str(run_dir), "", "-" if sandboxed else "", *argv],
+        [sys.executable, "-I", "-S", str(SHIM), str(run_dir), "", "-" if plan else "", *argv],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )
     assert process.stdin is not None
-    process.stdin.write(b"sandbox\n" if sandboxed else b"")
+    process.stdin.write(plan.encode())
     process.stdin.close()
     return process
 

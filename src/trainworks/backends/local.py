@@ -113,10 +113,12 @@ class ReplicaIsolation:
             )
         self.cgroups = ReplicaCgroups.detect(self.tag) if self.scale > 0 else None
         if self.cgroups is not None:
-            if not moves_are_fast():
+            # On cgroup v2 a replica is born in its cgroup (sandbox.clone_into_cgroup): nothing to tune.
+            if self.cgroups.version == 1 and not moves_are_fast():
                 log.info(
-                    "each replica started after a pause waits ~10-20 ms to join its memory cgroup; mounting "
-                    "cgroup2 with favordynmods removes the wait (docs/scaling.md, host tuning)"
+                    "each replica started after a pause waits ~10-20 ms to join its memory cgroup (v1); "
+                    "mounting the cgroup hierarchies with favordynmods removes the wait (docs/scaling.md, "
+                    "host tuning)"
                 )
             removed = self.cgroups.sweep()
             if removed:

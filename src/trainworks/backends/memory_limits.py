@@ -191,7 +191,8 @@ def _mount_of(version: int) -> tuple[str, str] | None:
 def moves_are_fast(mountinfo: str = "/proc/self/mountinfo") -> bool:
     """Whether the cgroup2 hierarchy is mounted with `favordynmods` (Linux >= 6.0). Without it, the first
     move of a process into a cgroup after a quiet spell waits for an RCU grace period (the kernel's
-    threadgroup lock; 8-21 ms measured): a replica started after a pause pays it (docs/scaling.md)."""
+    threadgroup lock; 8-21 ms measured): a replica started after a pause into a v1 memory cgroup pays it (on
+    v2 it is born in the cgroup instead; docs/scaling.md)."""
     return any(fstype == "cgroup2" and "favordynmods" in options for _, fstype, options in _mounts(mountinfo))
 
 

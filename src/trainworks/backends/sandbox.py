@@ -4,8 +4,9 @@ The server describes what a replica may see as a plan (a JSON object; backends/l
 replica's supervisor (shim.py, or a warm interpreter's fork in zygote.py) starts the replica with `spawn`:
 
     supervisor      host PID, the server's mount namespace: waits, writes the exit record
-      └─ init       PID 1 of a new PID namespace, in a private mount namespace; joins the memory cgroup,
-         │          hides the server's files, binds back what the replica needs, drops every capability
+      └─ init       PID 1 of a new PID namespace, in a private mount namespace and the memory cgroup (born
+         │          in it on v2, else it moves in), hides the server's files, binds back what the replica
+         │          needs, drops every capability
          └─ command the replica's command (exec'd, or the warm interpreter's training function)
 
 Inside: a fresh /proc (only the replica's own processes), the server's home and other private paths behind
@@ -487,6 +488,84 @@ class _Mounts:
 
 
 # ------------------------------------------------------------------ starting the replica
+CLONE_INTO_CGROUP = 0x200000000
+_SYS_CLONE3 = 435  # one number on every architecture (the generic table)
+
+
+class _CloneArgs(ctypes.Structure):
+    """struct clone_args up to `cgroup` (CLONE_ARGS_SIZE_VER2)."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "flags",
+            "pidfd",
+            "child_tid",
+            "parent_tid",
+            "exit_signal",
+            "stack",
+            "stack_size",
+            "tls",
+            "set_tid",
+            "set_tid_size",
+            "cgroup",
+        )
+    ]
+
+
+def clone_into_cgroup(directory_fd: int) -> int:
+    """os.fork, with the child born in the cgroup v2 folder open as `directory_fd` (clone3 with
+    CLONE_INTO_CGROUP, Linux 5.7+). Moving a process into a cgroup takes the kernel's threadgroup lock for
+    writing, which waits for an RCU grace period (8-20 ms) unless another move came just before; a process
+    born in the cgroup takes no such lock. Raises OSError when the kernel refuses (no clone3, a seccomp
+    filter, a cgroup it may not enter): the caller forks and moves instead.
+
+    Python's own fork steps are taken (PyOS_BeforeFork/AfterFork_*, as os.fork does), not glibc's: only for
+    a process with one thread, whose child runs only this module's code before its next fork or exec (the
+    child's glibc thread record keeps the parent's thread id, which pthread_kill of itself does not use but
+    thread affinity and clock calls would)."""
+    args = _CloneArgs(flags=CLONE_INTO_CGROUP, exit_signal=signal.SIGCHLD, cgroup=directory_fd)
+    api = ctypes.pythonapi
+    for name in ("PyOS_BeforeFork", "PyOS_AfterFork_Child", "PyOS_AfterFork_Parent"):
+        getattr(api, name).restype = None
+    syscall = ctypes.PyDLL(None, use_errno=True).syscall  # PyDLL: the interpreter lock stays held, as os.fork
+    api.PyOS_BeforeFork()
+    pid = syscall(_SYS_CLONE3, ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))
+    errno = ctypes.get_errno()
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    api.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(errno, f"starting the replica in its memory cgroup: {os.strerror(errno)}")
+    return int(pid)
+
+
+def _single_threaded() -> bool:
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def _fork_into(cgroup: dict[str, Any] | None, stops: StopWatch) -> tuple[int, bool]:
+    """stops.fork() for the replica's first process, and whether the child was born in the replica's memory
+    cgroup (`clone_into_cgroup`). If not, the child must join it itself (`_join_cgroup`): cgroup v1, a
+    kernel that refuses, a folder that cannot be opened (the child's join then says why)."""
+    if cgroup and cgroup["version"] == 2 and _single_threaded():
+        try:
+            fd = os.open(cgroup["dir"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return stops.fork(), False
+        try:
+            return stops.fork(lambda: clone_into_cgroup(fd)), True
+        except OSError:
+            pass
+        finally:
+            os.close(fd)  # in the parent and in the child
+    return stops.fork(), False
+
+
 def _join_cgroup(cgroup: dict[str, Any] | None) -> None:
     """Move the calling process into the replica's cgroup ("0" names the writer: in a new PID namespace the
     caller's own number would name another process)."""
@@ -514,7 +593,12 @@ def _start_command(start: Callable[[], None], log_fd: int, report_fd: int, stops
 
 
 def _init(
-    plan: dict[str, Any], start: Callable[[], None], log_fd: int, report_fd: int, stops: StopWatch
+    plan: dict[str, Any],
+    start: Callable[[], None],
+    log_fd: int,
+    report_fd: int,
+    stops: StopWatch,
+    joined: bool = False,
 ) -> None:
     """PID 1 of the replica's namespace: set the sandbox up, start the command, report how it ended (its wait
     status, and whether a stop signal came while it ran: `stops`, shim.StopWatch). Stop signals are held
@@ -522,7 +606,8 @@ def _init(
     and the command gets them anyway."""
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, what="tying the replica to its supervisor")
-        _join_cgroup(plan.get("cgroup"))
+        if not joined:  # born in it otherwise (_fork_into)
+            _join_cgroup(plan.get("cgroup"))
         view = plan.get("sandbox")
         if view is not None:
             unshare(CLONE_NEWNS, "unsharing the mount namespace")
@@ -552,19 +637,23 @@ def spawn(
     log_fd: int,
     stops: StopWatch,
     started: Callable[[], None] | None = None,
+    execs: bool = False,
 ) -> int:
     """Start the replica under `plan` (parse_plan's dict: its "cgroup" and "sandbox" may be None) and return
     the command's wait status. `start` runs in the command's process and must not return (it releases the
-    held stop signals last thing before the command runs); `started` runs in the supervisor once the
-    replica's processes exist; `stops` (shim.StopWatch, installed: the stop signals held) starts them and
-    learns whether a stop signal came while the command ran."""
+    held stop signals last thing before the command runs; `execs`: it execs the command); `started` runs in
+    the supervisor once the replica's processes exist; `stops` (shim.StopWatch, installed: the stop signals
+    held) starts them and learns whether a stop signal came while the command ran. The replica's first
+    process is born in its memory cgroup where it can be (`_fork_into`: the sandbox's init, or a command
+    that is exec'd), else it joins the cgroup first thing."""
     if plan.get("sandbox") is None:
-        # No namespaces: the command is the supervisor's own child, as without a sandbox; it joins its
-        # memory cgroup before anything else.
-        child = stops.fork()
+        # No namespaces: the command is the supervisor's own child, as without a sandbox. Training code run
+        # in this very process (a warm interpreter's) needs a fork of glibc's own (clone_into_cgroup).
+        child, joined = _fork_into(plan.get("cgroup"), stops) if execs else (stops.fork(), False)
         if child == 0:
             try:
-                _join_cgroup(plan.get("cgroup"))
+                if not joined:
+                    _join_cgroup(plan.get("cgroup"))
             except OSError as exc:
                 message = f"[trainworks] the replica's memory limit could not be applied: {exc}\n"
                 os.write(log_fd, message.encode())
@@ -576,10 +665,11 @@ def spawn(
         return _wait(child)
     unshare(CLONE_NEWPID, "unsharing the PID namespace")
     read_fd, write_fd = os.pipe()
-    init = stops.fork()  # stops.command: the init, until the init's own report says better
+    # stops.command: the init, until the init's own report says better
+    init, joined = _fork_into(plan.get("cgroup"), stops)
     if init == 0:
         os.close(read_fd)
-        _init(plan, start, log_fd, write_fd, stops)
+        _init(plan, start, log_fd, write_fd, stops, joined)
         os._exit(127)
     os.close(write_fd)
     if started is not None:

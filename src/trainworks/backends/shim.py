@@ -132,7 +132,8 @@ def main() -> None:
             os.write(err, f"[trainworks] /gcs is not available in this replica: {exc}\n".encode())
 
     start = exec_start(argv, cwd, capture, stops)
-    supervise(plan, start, run_dir, err, started=lambda: _fsync(shim_record), stops=stops, capture=capture)
+    started = lambda: _fsync(shim_record)  # noqa: E731
+    supervise(plan, start, run_dir, err, started=started, stops=stops, capture=capture, execs=True)
 
 
 # What subprocess's restore_signals puts back: Python ignores these at start-up, and an ignored signal stays
@@ -170,11 +171,13 @@ def supervise(
     started: Callable[[], None] | None = None,
     stops: StopWatch | None = None,
     capture: Any = None,
+    execs: bool = False,
 ) -> None:
     """Run the replica (`start`, in its own process) under `plan`, wait for it and write its exit record;
     then remove its memory cgroup. `stops`: the stop signals' watch, installed early by the caller;
     `capture`: the replica's log (capture.Capture): its logger starts before the command, and has written
-    everything the command wrote before the exit record says it ended."""
+    everything the command wrote before the exit record says it ended; `execs`: `start` execs the command
+    (sandbox.spawn)."""
     cgroup = plan["cgroup"]
     limits: Any = _load("memory_limits") if cgroup else None  # only used when there is a cgroup
     before = limits.oom_kills(cgroup["dir"], cgroup["version"]) if cgroup else None
@@ -196,7 +199,7 @@ def supervise(
         status = _wait(child)
     else:
         try:
-            status = _load("sandbox").spawn(plan, start, log_fd, stops, started)
+            status = _load("sandbox").spawn(plan, start, log_fd, stops, started, execs)
         except OSError as exc:
             os.write(log_fd, f"[trainworks] the replica could not be started: {exc}\n".encode())
             stops.take_pending()  # a stop that came meanwhile: the start was interrupted
@@ -255,13 +258,14 @@ class StopWatch:
             self.came = self.interrupted = True
         return taken
 
-    def fork(self) -> int:
-        """os.fork for the replica's next process, with the stop signals held (see the class). In the child
-        it returns 0 once every stop that came before is pending there, still held: `release` them once its
-        own dispositions are set. In the parent it returns the child's pid, and takes stops as they come."""
+    def fork(self, fork: Callable[[], int] = os.fork) -> int:
+        """`fork` (os.fork, or one like it) for the replica's next process, with the stop signals held (see
+        the class). In the child it returns 0 once every stop that came before is pending there, still held:
+        `release` them once its own dispositions are set. In the parent it returns the child's pid, and
+        takes stops as they come."""
         go_r, go_w = os.pipe()
         try:
-            child = os.fork()
+            child = fork()
         except OSError:
             os.close(go_r)
             os.close(go_w)

@@ -281,6 +281,7 @@ def _supervise(request: dict[str, Any]) -> None:
         started=lambda: _shim._fsync(shim_record),
         stops=stops,
         capture=capture,
+        execs=command is not None,
     )
     os._exit(0)
 
