@@ -13,6 +13,7 @@ import pytest
 from tests.support.paths import REPO
 from tests.support.pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from tests.support.server import ServerProcess
+from tests.support.supervisors import stop_warm_interpreters
 
 # pytest-xdist's workers export COLUMNS=80 and LINES=24: the CLI's human output would wrap at 80 columns
 # there and not in a plain run. Tests see no terminal size, whatever runs them.
@@ -64,6 +65,15 @@ def _replicas_see_the_test_folders(tmp_path_factory: pytest.TempPathFactory) -> 
     os.environ["TRAINWORKS_REPLICA_BIND"] = " ".join(binds)
     yield
     os.environ.pop("TRAINWORKS_REPLICA_BIND", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_warm_interpreter_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Persistent resources' warm interpreters outlive their server (a restarted one adopts them) and live
+    while their records do, which pytest keeps for a few runs: the ones this run's servers left are
+    stopped by the pids their records name."""
+    yield
+    stop_warm_interpreters(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="module")
