@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-import uvicorn
 
 from trainworks.config import Settings, default_home, parse_replica_bind
 from trainworks.observability.log_format import FORMATS, configure_logging, uvicorn_log_config
@@ -308,6 +307,8 @@ def serve(
     from trainworks.api.app import create_app
 
     os.environ.setdefault("TRAINWORKS_HOME", str(settings.home))
+    import uvicorn  # only for serve: every other command starts without it
+
     # JSON: uvicorn's own loggers propagate to the root logger's JSON handler instead of its text config.
     log_config = None if json_logs else uvicorn_log_config(uvicorn.config.LOGGING_CONFIG, tokens)
     uvicorn.run(

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from trainworks.code_staging.store import StagingError
 from trainworks.jobs.render import print_log_entry
 from trainworks.kernel.cli import Options, comma_separated, command, usage_errors
 from trainworks.kernel.render import OutputFormat, console, print_data, print_rows, print_status
-from trainworks.submit.capacity import CapacityExhausted, CapacityLedger
-from trainworks.submit.config import RunConfigError, load_run_config
-from trainworks.submit.follow import FollowTimeout, JobFailed
-from trainworks.submit.plan import PlanError
-from trainworks.submit.staging import PackageError
-from trainworks.submit.submitter import JobHandle, submit_run
-from trainworks.submit.targets import TargetUnavailable, make_target
+
+if TYPE_CHECKING:
+    from trainworks.submit.capacity import CapacityLedger
+    from trainworks.submit.submitter import JobHandle
 
 
 class CliEvents:
@@ -127,6 +123,17 @@ def submit(
     opts: Options,
 ) -> None:
     """Stage the code as a content-hashed zip, walk the regions for capacity, submit, and maybe follow."""
+    # The submitter's modules (every kind's client, fsspec, the run file's models) only when it runs: the
+    # other commands start without them.
+    from trainworks.code_staging.store import StagingError
+    from trainworks.submit.capacity import CapacityExhausted
+    from trainworks.submit.config import RunConfigError, load_run_config
+    from trainworks.submit.follow import FollowTimeout, JobFailed
+    from trainworks.submit.plan import PlanError
+    from trainworks.submit.staging import PackageError
+    from trainworks.submit.submitter import submit_run
+    from trainworks.submit.targets import TargetUnavailable, make_target
+
     with usage_errors(RunConfigError):
         regions = comma_separated(region) or None
         cfg = load_run_config(run_file).with_overrides(regions=regions, workers=workers)

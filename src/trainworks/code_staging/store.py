@@ -8,9 +8,10 @@ the credentials differ.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import fsspec
+if TYPE_CHECKING:  # fsspec itself comes with gcsfs, when a store is made: the CLI starts without it
+    import fsspec
 
 from trainworks.storage.gcs import parse_gcs_uri
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import fsspec
-
 # Matched with fullmatch: '$' would also accept a name ending in a line break ("bkt\n").
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
 
@@ -70,6 +68,8 @@ class ObjectStore:
     def __init__(self, bucket_root: Path | None, protocol: str = "file", **storage_options: Any) -> None:
         self.bucket_root = bucket_root
         self.protocol = protocol
+        import fsspec  # here, not at the top: the URI rules above are on the CLI's start path
+
         self.fs = fsspec.filesystem(protocol, **storage_options)
 
     @property

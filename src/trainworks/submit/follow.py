@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainworks.client import TERMINAL_STATES
+from trainworks.kernel.client import TERMINAL_STATES
 from trainworks.kinds.custom_jobs.wire import CustomJob
 from trainworks.submit.targets import JobTarget
 
