@@ -101,9 +101,12 @@ def test_sort_by_keys_tilde_descending_and_several_keys() -> None:
 
 
 def _commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Every command's path under `group` (typer's groups have `commands`)."""
-    if hasattr(group, "commands"):
-        return [p for name, sub in group.commands.items() for p in _commands(sub, (*path, name))]
+    """Every command's path under `group` (a group lists and loads its commands: the top level's load when
+    named)."""
+    if hasattr(group, "list_commands"):
+        ctx = typer.Context(group)
+        names = group.list_commands(ctx)
+        return [p for name in names for p in _commands(group.get_command(ctx, name), (*path, name))]
     return [path]
 
 
