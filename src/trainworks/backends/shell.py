@@ -346,6 +346,12 @@ class ShellSession:
             return
         await self._ready(self._replica_fd)
 
+    def replica_has_ended(self) -> bool:
+        """Whether the replica's command has ended, now (its pidfd is readable once it has)."""
+        if self._replica_fd is None or self._closed:
+            return True
+        return bool(select.select([self._replica_fd], [], [], 0)[0])
+
     async def close(self, grace: float = 1.0) -> int:
         """Stop the shell's whole session (SIGHUP, then SIGKILL) and return its exit status (128 + signal
         when a signal ended it). The shell is reaped last, so its session id cannot be reused meanwhile."""

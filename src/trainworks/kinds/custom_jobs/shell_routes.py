@@ -132,17 +132,21 @@ async def bridge(websocket: WebSocket, session: ShellSession, replica: str) -> N
     in_task = asyncio.create_task(input_())
     replica_task = asyncio.create_task(session.replica_ended())
     tasks = (out_task, in_task, replica_task)
+    done: set[asyncio.Task[None]] = set()
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # A shell killed with its replica (the PID namespace's end, the teardown's hang-up) may close its
+        # output before the replica's end is noticed: the replica's command has ended by then.
+        replica_gone = replica_task in done or session.replica_has_ended()
         code = await session.close()
     shell_ended = out_task in done and out_task.exception() is None
-    if not shell_ended and replica_task not in done:
+    if not shell_ended and not replica_gone:
         return  # the client went away: nobody to tell
-    reason = "" if shell_ended else f"the replica {replica} ended"
+    reason = f"the replica {replica} ended" if replica_gone else ""
     with contextlib.suppress(WebSocketDisconnect, RuntimeError):
         await websocket.send_text(json.dumps({"exit": code}))
         await websocket.close(code=1000, reason=reason)
