@@ -88,6 +88,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/logs.py
 	$(BIN)/python benchmarks/datasets_registry.py
 	$(BIN)/python benchmarks/console_list.py
+	$(BIN)/python benchmarks/cli_start.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache tests/node/node_modules
