@@ -43,6 +43,17 @@ print(json.dumps(sorted(loaded)))
 """
 
 
+def test_the_server_starts_without_the_cli_and_the_tuning_search() -> None:
+    """The HTTP app and its services load neither the CLI's framework nor Optuna (the first tuning job
+    does)."""
+    modules = ("typer", "optuna", "numpy")
+    probe = PROBE.replace("import trainworks.cli.main", "import trainworks.api.app, trainworks.wiring")
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *modules], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(done.stdout) == []
+
+
 def test_a_command_loads_its_own_kind_only() -> None:
     done = subprocess.run(
         [sys.executable, "-c", ONE_KIND, "hp-tuning-jobs", "list", "--help"],

@@ -16,15 +16,13 @@ from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from trainworks.api.state import services
-from trainworks.kernel.cli import Options
+from trainworks.kernel.names import DEFAULT_PROJECT
 
 STATIC = Path(__file__).parent / "static"
 INDEX = STATIC / "index.html"
 PREFIX = "/console"
 # The shell is tiny and changes with each release: revalidate instead of caching a stale app.
 NO_CACHE = {"Cache-Control": "no-cache"}
-# The project every CLI command uses when --project is not given: the console opens on it too.
-DEFAULT_PROJECT = Options().project
 
 
 def install(app: FastAPI) -> None:

@@ -29,7 +29,7 @@ from trainworks.kernel.client import (
     TrainworksConnectionError,
 )
 from trainworks.kernel.longrunning import Operation
-from trainworks.kernel.names import FlagError, NameSpec, parse_name
+from trainworks.kernel.names import DEFAULT_PROJECT, FlagError, NameSpec, parse_name
 from trainworks.kernel.render import (
     FormatError,
     OutputFormat,
@@ -160,7 +160,7 @@ class Options:
     """The common options of one command run."""
 
     region: str | None = None
-    project: str = "default"
+    project: str = DEFAULT_PROJECT
     endpoint: str = DEFAULT_ENDPOINT
     api_key: str | None = None
     format: OutputFormat = OutputFormat.human

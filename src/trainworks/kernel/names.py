@@ -34,6 +34,10 @@ def numeric_id(value: str, what: str) -> int:
 
 
 # ====================================================================== names given on the command line
+#: The project a command names when --project is not given; the console opens on it too.
+DEFAULT_PROJECT = "default"
+
+
 class FlagError(Exception):
     """A command-line value is wrong; `flag` names the flag, the message says what and why.
 
