@@ -90,6 +90,10 @@ class SandboxError(OSError):
     """A step of the sandbox could not be taken: the replica must not start without it."""
 
 
+class CloneRefused(OSError):
+    """The kernel would not start the process in the cgroup (clone_into_cgroup): no process was made."""
+
+
 def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
@@ -517,7 +521,7 @@ def clone_into_cgroup(directory_fd: int) -> int:
     """os.fork, with the child born in the cgroup v2 folder open as `directory_fd` (clone3 with
     CLONE_INTO_CGROUP, Linux 5.7+). Moving a process into a cgroup takes the kernel's threadgroup lock for
     writing, which waits for an RCU grace period (8-20 ms) unless another move came just before; a process
-    born in the cgroup takes no such lock. Raises OSError when the kernel refuses (no clone3, a seccomp
+    born in the cgroup takes no such lock. Raises CloneRefused when the kernel refuses (no clone3, a seccomp
     filter, a cgroup it may not enter): the caller forks and moves instead.
 
     Python's own fork steps are taken (PyOS_BeforeFork/AfterFork_*, as os.fork does), not glibc's: only for
@@ -537,7 +541,7 @@ def clone_into_cgroup(directory_fd: int) -> int:
         return 0
     api.PyOS_AfterFork_Parent()
     if pid < 0:
-        raise OSError(errno, f"starting the replica in its memory cgroup: {os.strerror(errno)}")
+        raise CloneRefused(errno, f"starting the replica in its memory cgroup: {os.strerror(errno)}")
     return int(pid)
 
 
@@ -559,7 +563,7 @@ def _fork_into(cgroup: dict[str, Any] | None, stops: StopWatch) -> tuple[int, bo
             return stops.fork(), False
         try:
             return stops.fork(lambda: clone_into_cgroup(fd)), True
-        except OSError:
+        except CloneRefused:
             pass
         finally:
             os.close(fd)  # in the parent and in the child
