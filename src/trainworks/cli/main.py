@@ -44,8 +44,9 @@ class LazyCommands(TyperGroup):
             module, attribute = _WHERE[cmd_name]
             target = getattr(importlib.import_module(module), attribute)
             if isinstance(target, typer.Typer):
+                mounted = {command.name for command in target.registered_commands}
                 for group, name, source, function in MOUNTED:
-                    if group == cmd_name:
+                    if group == cmd_name and name not in mounted:  # once per process, however many runs
                         target.command(name)(getattr(importlib.import_module(source), function))
                 found = typer.main.get_group(target)
             else:
