@@ -26,17 +26,7 @@ import pytest
 from tests.support.server import wait_for
 from tests.support.supervisors import start_supervisor
 from trainworks.backends import sandbox
-from trainworks.backends.memory_limits import remove_dir
-
-
-def _cgroup2_mount() -> Path | None:
-    with open("/proc/self/mountinfo") as handle:
-        for line in handle:
-            fields = line.split()
-            fstype = fields[fields.index("-") + 1]
-            if fstype == "cgroup2" and os.access(fields[4], os.W_OK):
-                return Path(fields[4])
-    return None
+from trainworks.backends.memory_limits import _directory, remove_dir
 
 
 def _own_v2_path() -> str:
@@ -49,10 +39,10 @@ def _own_v2_path() -> str:
 @pytest.fixture
 def v2_cgroup() -> Iterator[Path]:
     """A fresh cgroup v2 folder beside the test's own."""
-    mount = _cgroup2_mount()
-    if mount is None or not sandbox.available():
+    found = _directory((2, _own_v2_path()))  # this test's cgroup in the cgroup2 hierarchy
+    if found is None or not os.access(found, os.W_OK) or not sandbox.available():
         pytest.skip("no writable cgroup2 hierarchy here")
-    parent = mount / _own_v2_path().lstrip("/")
+    parent = Path(found)
     folder = parent / f"trainworks-test-{uuid.uuid4().hex[:8]}"
     try:
         folder.mkdir()

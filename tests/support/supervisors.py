@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -12,7 +10,7 @@ from pathlib import Path
 
 from tests.support.server import wait_for
 from trainworks.backends.local import SHIM
-from trainworks.backends.warm import WarmPool, WarmTarget, _alive, _read
+from trainworks.backends.warm import WarmPool, WarmTarget, _read, stop_recorded
 from trainworks.kinds.custom_jobs.launcher import host_env
 
 
@@ -51,11 +49,5 @@ def stop_warm_interpreters(folder: Path) -> int:
     """Kill the warm interpreters (persistent resources' zygotes) recorded under `folder`, by the pid their
     records name (checked against its kernel start time), and say how many. They outlive their server by
     design (a restarted server adopts them), and live while their record does."""
-    stopped = 0
-    for path in folder.glob("**/persistent/*/*/*/zygotes/*.json"):
-        record = _read(path)
-        if record is not None and _alive(record):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(int(record["pid"]), signal.SIGKILL)
-                stopped += 1
-    return stopped
+    records = (_read(path) for path in folder.glob("**/persistent/*/*/*/zygotes/*.json"))
+    return sum(stop_recorded(record) for record in records if record is not None)

@@ -136,6 +136,16 @@ def _alive(record: dict[str, Any]) -> bool:
     return isinstance(pid, int) and bool(start) and procfs.is_alive(pid, int(start))  # type: ignore[arg-type]
 
 
+def stop_recorded(record: dict[str, Any]) -> bool:
+    """SIGKILL the zygote a record names (its process group), if that pid is still it; whether it was."""
+    if not _alive(record):
+        return False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(int(record["pid"]), signal.SIGKILL)
+        return True
+    return False
+
+
 class WarmPool:
     """The zygotes of every persistent resource on this server."""
 
@@ -244,9 +254,7 @@ class WarmPool:
         )
 
     def _kill(self, record: dict[str, Any]) -> None:
-        if _alive(record):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(int(record["pid"]), signal.SIGKILL)
+        stop_recorded(record)
         self._reap()
 
     def _reap(self) -> None:
