@@ -468,11 +468,20 @@ def test_tuning_plots_hover_and_zoom(console: Console, tuning_job: dict[str, Any
     chart = page.locator("#tuning-plots figure.chart[data-ready='true']").first
     chart.wait_for()
     over = chart.locator(".u-over")
+
+    def hovered() -> bool:
+        # Hovered through the locator, again until the chart has a point under the cursor: Playwright
+        # waits for the plot to be stable and aims where it is now (the page's layout can still move it
+        # after it first drew, and a pointer placed by stale coordinates would stay off the plot).
+        box = over.bounding_box()
+        assert box is not None
+        over.hover(position={"x": 2, "y": box["height"] / 2})
+        return chart.evaluate("(f) => f.__chart.cursor.idx") is not None
+
+    # Hover: the legend shows the values of the trial under the cursor.
+    wait_for(hovered, what="the hovered point")
     box = over.bounding_box()
     assert box is not None
-    # Hover: the legend shows the values of the trial under the cursor.
-    page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
-    wait_for(lambda: chart.evaluate("(f) => f.__chart.cursor.idx") is not None, what="the hovered point")
     legend = chart.locator(".u-legend .u-series").nth(1).locator(".u-value").inner_text()
     assert legend not in ("", "—", "--")
     console.shot("tuning-plot-hover")

@@ -1,5 +1,5 @@
 """Crash points for the crash-safety tests: with TRAINWORKS_CRASH_AT=<point> the server SIGKILLs itself the
-moment it reaches that point, as a power cut there would. Read once at start-up; unset, it does nothing.
+moment it reaches that point, as a power cut there would. Read once; unset, it does nothing.
 
 Points (tests/system/test_chaos.py pins each one):
 * replica-exit-recorded: a replica's end is recorded (with the job's decision, when it led to one), the
@@ -30,14 +30,21 @@ Pinned by tests/system/test_crash_points_resources.py:
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 
 ENV = "TRAINWORKS_CRASH_AT"
-_AT = os.environ.get(ENV, "").strip()
+
+
+@functools.cache
+def _point() -> str:
+    """The point named, read at the first crash point the process passes (not at import: a process forked
+    from one that imported this module has an environment of its own)."""
+    return os.environ.get(ENV, "").strip()
 
 
 def crash_point(name: str) -> None:
     """Die here, without any clean-up, when TRAINWORKS_CRASH_AT names this point."""
-    if _AT and name == _AT:
+    if name == _point():
         os.kill(os.getpid(), signal.SIGKILL)

@@ -212,10 +212,16 @@ def cli(server: ServerProcess, *args: str) -> list[str]:
     ]
 
 
-def read_pty(fd: int, until: bytes | None, deadline: float) -> bytes:
-    """What the program on the terminal writes, until `until` is seen (None: until it closes the terminal)."""
+def read_pty(fd: int, until: bytes | None, deadline: float, after: bytes = b"") -> bytes:
+    """What the program on the terminal writes, until `until` is seen after `after` (None: until it closes
+    the terminal)."""
+
+    def found(seen: bytes) -> bool:
+        start = seen.find(after)
+        return start >= 0 and until is not None and until in seen[start + len(after) :]
+
     seen = b""
-    while until is None or until not in seen:
+    while until is None or not found(seen):
         ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
         if not ready:
             raise AssertionError(f"timed out waiting for {until!r}; got {seen!r}")
@@ -251,7 +257,10 @@ def test_cli_shell_under_a_pty_sees_the_replica_env_cwd_and_gcs(
         deadline = time.monotonic() + 60
         read_pty(master, PROMPT, deadline)  # the local terminal is raw and the remote shell is up
         os.write(master, b"trap 'echo WINCH $(stty size)' WINCH; echo START $(stty size)\r")
-        read_pty(master, b"START 30 100", deadline)  # the remote terminal started at the local size
+        # The remote terminal started at the local size. Then its prompt: bash has started reading the next
+        # line, and readline takes a SIGWINCH from then on (one that comes while bash is between commands
+        # waits, trap and all, until a line has been read).
+        read_pty(master, PROMPT, deadline, after=b"START 30 100")
         set_size(master, 123, 45)
         read_pty(master, b"WINCH 45 123", deadline)  # ... and follows its changes
         os.write(master, b"echo MY_VAR=$MY_VAR; echo PWD=$(pwd); ls /gcs; ls; echo SHELL_PID=$$; exit\r")

@@ -1,0 +1,94 @@
+"""The suite's servers are forked from a warm interpreter (tests/support/server_forks.py): each must be the
+server a cold `python -m trainworks.cli.main serve` is, with the environment, working folder and log its test
+gave it, and end as a cold one does."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.server import ServerProcess, wait_for, wait_job
+from tests.support.server_forks import COLD_ENV, ForkedServer
+
+
+def started(home: Path, cold: bool, monkeypatch: pytest.MonkeyPatch, **kwargs: object) -> ServerProcess:
+    monkeypatch.setenv(COLD_ENV, "1" if cold else "0")
+    return ServerProcess(home=home, **kwargs).start()  # type: ignore[arg-type]
+
+
+def children_environ(pid: int) -> dict[str, str] | None:
+    """The environment the server gave its fork server (the process it starts with; a forked server's own
+    /proc/PID/environ is the warm interpreter's start-up block, whatever its os.environ is now)."""
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            if b"zygote.py" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                continue
+            raw = Path(f"/proc/{child}/environ").read_bytes()
+        except OSError:  # it ended meanwhile
+            continue
+        return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+    return None
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_forked_server_answers_and_ends_as_a_cold_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: signal.Signals
+) -> None:
+    codes = {}
+    for cold in (True, False):
+        server = started(tmp_path / f"home-{cold}", cold, monkeypatch, env={"TRAINWORKS_TEST_MARK": "m"})
+        process = server.process
+        assert process is not None
+        assert isinstance(process, ForkedServer) != cold
+        try:
+            assert process.poll() is None
+            with pytest.raises(subprocess.TimeoutExpired):
+                process.wait(timeout=0.05)
+            env = wait_for(functools.partial(children_environ, process.pid), what="the server's fork server")
+            assert env["TRAINWORKS_TEST_MARK"] == "m"
+            assert os.readlink(f"/proc/{process.pid}/cwd") == os.getcwd()
+            with server.client() as client:
+                listed = client.get(f"/v1/{server.parent}/customJobs")
+            assert listed.status_code == 200, listed.text
+            assert "Uvicorn running" in server.log_path.read_text()  # its output goes to its log
+        finally:
+            process.send_signal(stop)
+            codes[cold] = process.wait(timeout=30)
+            server.process = None
+    assert codes[True] == codes[False], codes  # a stop ends both alike (uvicorn re-raises SIGTERM)
+    assert codes[False] == -stop
+
+
+def test_a_forked_server_reads_its_own_crash_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRAINWORKS_CRASH_AT is in the forked server's environment only, not the interpreter it was forked
+    from: the server dies there all the same."""
+    server = started(tmp_path / "home", False, monkeypatch, env={"TRAINWORKS_CRASH_AT": "job-running"})
+    assert isinstance(server.process, ForkedServer)
+    body = {
+        "displayName": "crash",
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": "1",
+                    "containerSpec": {"imageUri": "python:3.11", "command": ["true"]},
+                }
+            ]
+        },
+    }
+    with server.client() as client:
+        created = client.post(f"/v1/{server.parent}/customJobs", json=body)
+        assert created.status_code == 200, created.text
+    assert server.process.wait(timeout=60) == -signal.SIGKILL
+    server.process = None
+    restarted = started(tmp_path / "home", False, monkeypatch)
+    try:
+        with restarted.client() as client:
+            assert wait_job(client, created.json()["name"])["state"] == "JOB_STATE_SUCCEEDED"
+    finally:
+        restarted.stop()
