@@ -190,7 +190,7 @@ def _serve(request: dict[str, object]) -> None:
     argv = request["argv"]
     assert isinstance(argv, list)
     sys.argv = ["trainworks", *argv]
-    sys.path[0] = str(request["cwd"])  # as `python -m` puts its working folder first on the import path
+    sys.path.insert(0, str(request["cwd"]))  # as `python -m` puts its working folder first on the import path
     from trainworks.cli.main import main
 
     main()  # exits (SystemExit) like the cold command; the interpreter's exit runs as there
