@@ -7,6 +7,9 @@ podman is not usable these tests fail, unless TRAINWORKS_SKIP_PODMAN=1 says to s
 from __future__ import annotations
 
 import json
+import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +24,7 @@ from tests.support.logs import replica_output
 from tests.support.podman import PodmanStore, podman_store_or_skip
 from tests.support.server import ServerProcess, wait_for, wait_job
 from trainworks.backends.commands import podman_argv
-from trainworks.backends.podman import Podman, check_registry, image_registry, launch_env
+from trainworks.backends.podman import RUNROOT_LIMIT, Podman, check_registry, image_registry, launch_env
 
 ABSENT = "localhost/trainworks-test/absent:1"
 
@@ -155,6 +158,33 @@ def test_launch_env_and_registries(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- real podman
+@pytest.mark.parametrize("long", [True, False])
+def test_a_run_root_podman_cannot_clean_up_after_is_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, long: bool
+) -> None:
+    """Its clean-up refuses a run root longer than 50 characters, and each container job ends 20 s late."""
+    podman_store_or_skip(tmp_path / "store").teardown()  # podman is there, or the test is skipped or fails
+    run_root = Path(tempfile.mkdtemp(prefix="twpod-", dir="/tmp"))
+    if long:
+        run_root = run_root / ("x" * (RUNROOT_LIMIT - len(str(run_root))))
+    conf = tmp_path / "storage.conf"
+    storage = tmp_path / "storage"
+    conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{storage}"\nrunroot = "{run_root}"\n')
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(conf))
+    try:
+        with caplog.at_level(logging.WARNING, logger="trainworks.backends.podman"):
+            works, message = Podman(home=tmp_path / "home", executable=shutil.which("podman")).works()
+    finally:
+        shutil.rmtree(run_root if not long else run_root.parent, ignore_errors=True)
+        shutil.rmtree(storage, ignore_errors=True)
+    assert works, message
+    warned = [r.getMessage() for r in caplog.records if "run root" in r.getMessage()]
+    if long:
+        assert len(warned) == 1 and str(run_root) in warned[0] and "ends ~20 s late" in warned[0], warned
+    else:
+        assert warned == []
+
+
 def test_server_runs_podman_with_its_own_configuration(server: ServerProcess) -> None:
     with server.client() as client:
         assert client.get("/healthz").json()["containerRuntime"] == "podman"

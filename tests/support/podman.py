@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.server import ServerProcess
-from trainworks.backends.podman import Podman
+from trainworks.backends.podman import RUNROOT_LIMIT, Podman
 
 BUSYBOX = Path("/bin/busybox")
 BUSYBOX_IMAGE = "localhost/trainworks-test/busybox:1"
@@ -41,7 +42,10 @@ def podman_unavailable_reason() -> str | None:
 
 @dataclass
 class PodmanStore:
-    root: Path  # everything: configuration, storage, run state
+    root: Path  # everything but the run state: configuration, storage
+    # The run state, in a short folder of its own: podman's clean-up after a container refuses a run root
+    # longer than 50 characters (a test folder's path is longer), and a container job then ends 20 s late.
+    run_root: Path | None = None
 
     @property
     def storage_conf(self) -> Path:
@@ -57,11 +61,13 @@ class PodmanStore:
 
     def setup(self) -> PodmanStore:
         self.root.mkdir(parents=True, exist_ok=True)
+        self.run_root = Path(tempfile.mkdtemp(prefix="twpod-", dir="/tmp"))
+        assert len(str(self.run_root)) <= RUNROOT_LIMIT
         self.storage_conf.write_text(
             "[storage]\n"
             'driver = "overlay"\n'
             f'graphroot = "{self.root / "storage"}"\n'
-            f'runroot = "{self.root / "run"}"\n'
+            f'runroot = "{self.run_root}"\n'
         )
         self.podman.write_config()
         return self
@@ -173,9 +179,12 @@ class PodmanStore:
             self.run("rm", "--all", "--force", "--time", "0", check=False)
             self.run("rmi", "--all", "--force", check=False)
         finally:
-            for mount in _mounts_under(self.root):
-                subprocess.run(["umount", "--lazy", mount], check=False, capture_output=True)
-            shutil.rmtree(self.root, ignore_errors=True)
+            for folder in (self.root, self.run_root):
+                if folder is None:
+                    continue
+                for mount in _mounts_under(folder):
+                    subprocess.run(["umount", "--lazy", mount], check=False, capture_output=True)
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _link_or_copy(src: str, dst: str) -> str:

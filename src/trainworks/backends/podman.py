@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 PASSTHROUGH_ENV = ("CONTAINERS_STORAGE_CONF", "REGISTRY_AUTH_FILE")
 NOFILE_CAP = 1048576
 NPROC_CAP = 32768  # conmon's hard nproc limit on Debian 12; higher values fail with "setting rlimit type 7"
+# The clean-up podman runs after each container refuses a longer run root ("the specified runroot is longer
+# than 50 characters"); `podman run` then waits 20 s for the container's state before it returns.
+RUNROOT_LIMIT = 50
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -198,17 +201,23 @@ class Podman:
             self.write_config()
         except OSError as exc:
             return False, f"cannot write the podman configuration under {self.conf_dir}: {exc}"
+        fields = "{{.Host.OCIRuntime.Name}}\n{{.Store.GraphRoot}}\n{{.Store.RunRoot}}"
         try:
-            run = self._run(
-                ["info", "--format", "{{.Host.OCIRuntime.Name}} {{.Store.GraphRoot}}"], timeout=30
-            )
+            run = self._run(["info", "--format", fields], timeout=30)
         except PodmanError as exc:
             return False, str(exc)
         if run.returncode != 0:
             return False, f"podman info failed: {run.stderr.strip()[-300:]}"
-        runtime, _, root = run.stdout.strip().partition(" ")
+        runtime, root, run_root = (run.stdout.strip().split("\n") + ["", ""])[:3]
         if runtime != "runc":
             return False, f"podman uses the OCI runtime {runtime!r}, not runc (is runc installed?)"
+        if len(run_root) > RUNROOT_LIMIT:
+            log.warning(
+                "podman's run root %s is longer than %d characters: podman's clean-up after each container "
+                "refuses it, and every container job ends ~20 s late; set a shorter runroot in storage.conf",
+                run_root,
+                RUNROOT_LIMIT,
+            )
         return True, f"podman with runc, storage {root}, configuration {self.conf_dir}"
 
     def pullable(self, image: str) -> bool:
