@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.jobs import job, python_pool
 from tests.support.server import ServerProcess, wait_for, wait_job
 from tests.support.server_forks import COLD_ENV, ForkedServer
 
@@ -69,18 +70,7 @@ def test_a_forked_server_reads_its_own_crash_point(tmp_path: Path, monkeypatch: 
     from: the server dies there all the same."""
     server = started(tmp_path / "home", False, monkeypatch, env={"TRAINWORKS_CRASH_AT": "job-running"})
     assert isinstance(server.process, ForkedServer)
-    body = {
-        "displayName": "crash",
-        "jobSpec": {
-            "workerPoolSpecs": [
-                {
-                    "machineSpec": {"machineType": "n1-standard-4"},
-                    "replicaCount": "1",
-                    "containerSpec": {"imageUri": "python:3.11", "command": ["true"]},
-                }
-            ]
-        },
-    }
+    body = job(python_pool("pass"), name="crash")
     with server.client() as client:
         created = client.post(f"/v1/{server.parent}/customJobs", json=body)
         assert created.status_code == 200, created.text
