@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.command_forks import WARM
 from tests.support.paths import REPO
 from tests.support.pg_fixtures import postgres_server, postgres_url  # noqa: F401
 from tests.support.server import ServerProcess
-from tests.support.server_forks import WARM
 from tests.support.supervisors import stop_warm_interpreters
 
 # pytest-xdist's workers export COLUMNS=80 and LINES=24: the CLI's human output would wrap at 80 columns
@@ -78,11 +78,12 @@ def _no_warm_interpreter_outlives_the_run(tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _test_servers_warm_interpreter() -> Iterator[None]:
-    """The interpreter this worker's servers are forked from (tests/support/server_forks.py), stopped by PID
-    once every server of the session has been."""
+def _warm_interpreters() -> Iterator[None]:
+    """The interpreters this worker's servers and CLI runs are forked from (tests/support/command_forks.py),
+    stopped by PID once every server of the session has been."""
     yield
-    WARM.stop()
+    for warm in WARM.values():
+        warm.stop()
 
 
 @pytest.fixture(scope="module")

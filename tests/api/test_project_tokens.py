@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from google.oauth2.credentials import Credentials
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from tests.support import command_forks
 from tests.support.jobs import MACHINE
 from tests.support.server import ServerProcess, wait_for, wait_job
 from trainworks.storage.bucket_projects import bucket_project
@@ -42,12 +42,7 @@ TABULAR = "gs://google-cloud-aiplatform/schema/dataset/metadata/tabular_1.0.0.ya
 
 
 def tokens_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trainworks.cli.main", "admin", "tokens", *args, "--home", str(home)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return command_forks.run_cli(["admin", "tokens", *args, "--home", str(home)], timeout=120)
 
 
 def make_token(home: Path, *args: str) -> str:

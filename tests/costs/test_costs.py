@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -14,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import command_forks
+from tests.support.command_forks import cli_env
 from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
 from trainworks.catalog.billing import (
@@ -306,15 +306,7 @@ def status_of(client: httpx.Client, name: str) -> dict[str, Any]:
 
 
 def run_cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINWORKS_")}
-    env.update(COLUMNS="250", TRAINWORKS_ENDPOINT=server.url, TRAINWORKS_PROJECT=PROJECT)
-    result = subprocess.run(
-        [sys.executable, "-m", "trainworks.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    result = command_forks.run_cli(list(args), env=cli_env(server.url, PROJECT), timeout=120)
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     return result
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import command_forks
+from tests.support.command_forks import cli_env
 from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
 
@@ -28,23 +30,12 @@ REGION = ("--region", LOCATION)
 PARENT = f"/v1/projects/{PROJECT}/locations/{LOCATION}/customJobs"
 
 
-def cli_env(server: ServerProcess | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINWORKS_")}
-    env["COLUMNS"] = "250"
-    if server is not None:
-        env.update({"TRAINWORKS_ENDPOINT": server.url, "TRAINWORKS_PROJECT": PROJECT})
-    return env
+def server_env(server: ServerProcess | None) -> dict[str, str]:
+    return cli_env(server.url, PROJECT) if server is not None else cli_env()
 
 
 def run_cli(server: ServerProcess | None, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "trainworks.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=cli_env(server),
-        stdin=subprocess.DEVNULL,
-        timeout=180,
-    )
+    return command_forks.run_cli(list(args), env=server_env(server), timeout=180)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -72,7 +63,7 @@ class Tty:
             stdin=slave,
             stdout=subprocess.PIPE,
             stderr=slave,
-            env=cli_env(server),
+            env=server_env(server),
             text=True,
         )
         os.close(slave)

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.server_forks import ForkedServer, fork_server
+from tests.support.command_forks import ForkedProcess, fork_server
 
 PROJECT = "test-project"
 LOCATION = "us-central1"
@@ -36,7 +36,7 @@ class ServerProcess:
     args: list[str] = field(default_factory=list)
     env: Mapping[str, str] = field(default_factory=dict)
     port: int = 0
-    process: subprocess.Popen[bytes] | ForkedServer | None = None
+    process: subprocess.Popen[bytes] | ForkedProcess | None = None
     python: str = sys.executable  # the interpreter the server runs with (another installation's, say)
     cwd: Path | None = None  # where it starts (`python -m` puts it on the server's import path)
 

@@ -5,7 +5,6 @@ time."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support import command_forks
+from tests.support.command_forks import cli_env
 from tests.support.server import LOCATION, PROJECT, ServerProcess
 from tests.support.slurm import require_slurm
 from trainworks.kernel.cli import comma_separated
@@ -281,17 +282,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def run_cli(server: ServerProcess, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINWORKS_")}
-    env["COLUMNS"] = "250"
-    env["TRAINWORKS_ENDPOINT"] = server.url
-    env["TRAINWORKS_PROJECT"] = PROJECT
-    return subprocess.run(
-        [PY, "-m", "trainworks.cli.main", "clusters", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    return command_forks.run_cli(["clusters", *args], env=cli_env(server.url, PROJECT), timeout=timeout)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

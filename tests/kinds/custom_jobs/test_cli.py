@@ -16,6 +16,8 @@ import httpx
 import pytest
 import yaml
 
+from tests.support import command_forks
+from tests.support.command_forks import cli_env
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
 from trainworks.client import ApiError, TrainworksClient, TrainworksConnectionError
 from trainworks.kernel.flags import camelize, parse_dict, split_list
@@ -390,18 +392,8 @@ def test_client_connection_error() -> None:
 def run_cli(
     server: ServerProcess | None, *args: str, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINWORKS_")}
-    env["COLUMNS"] = "250"
-    if server is not None:
-        env["TRAINWORKS_ENDPOINT"] = server.url
-        env["TRAINWORKS_PROJECT"] = PROJECT
-    return subprocess.run(
-        [PY, "-m", "trainworks.cli.main", "custom-jobs", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    env = cli_env(server.url, PROJECT) if server is not None else cli_env()
+    return command_forks.run_cli(["custom-jobs", *args], env=env, timeout=timeout)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

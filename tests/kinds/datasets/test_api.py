@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from google.cloud import aiplatform_v1
 from google.longrunning import operations_pb2
 from google.protobuf import field_mask_pb2, json_format, struct_pb2
 
+from tests.support import command_forks
 from tests.support.server import LOCATION, PROJECT, ServerProcess
 
 TABULAR = "gs://google-cloud-aiplatform/schema/dataset/metadata/tabular_1.0.0.yaml"
@@ -288,9 +288,9 @@ def test_list_with_paging_and_filters_update_and_delete(
 
 # ------------------------------------------------------------------ CLI
 def cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "trainworks.cli.main", "datasets", *args]
-    command += ["--endpoint", server.url, "--project", PROJECT]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+    return command_forks.run_cli(
+        ["datasets", *args, "--endpoint", server.url, "--project", PROJECT], timeout=60
+    )
 
 
 def test_cli_create_import_list_describe_delete(server: ServerProcess) -> None:

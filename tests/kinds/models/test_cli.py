@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
+from tests.support import command_forks
 from tests.support.server import LOCATION, ServerProcess
 from trainworks.kernel.names import FlagError
 from trainworks.kinds.models.cli import build_upload, model_name
@@ -21,13 +21,7 @@ BUCKET = "cli-models"
 def cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TRAINWORKS_ENDPOINT": server.url, "COLUMNS": "200"}
     env.pop("TRAINWORKS_REGION", None)
-    return subprocess.run(
-        [sys.executable, "-m", "trainworks.cli.main", "models", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return command_forks.run_cli(["models", *args], env=env, timeout=120)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

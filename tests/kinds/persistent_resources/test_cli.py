@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import command_forks
+from tests.support.command_forks import cli_env
 from tests.support.jobs import job, python_pool
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_for, wait_job
 from trainworks.kernel.names import FlagError
@@ -124,16 +126,8 @@ def http(server: ServerProcess) -> Iterator[httpx.Client]:
 
 
 def run_cli(server: ServerProcess, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINWORKS_")}
-    env["COLUMNS"] = "250"
-    env["TRAINWORKS_ENDPOINT"] = server.url
-    env["TRAINWORKS_PROJECT"] = PROJECT
-    return subprocess.run(
-        [PY, "-m", "trainworks.cli.main", "persistent-resources", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
+    return command_forks.run_cli(
+        ["persistent-resources", *args], env=cli_env(server.url, PROJECT), timeout=timeout
     )
 
 

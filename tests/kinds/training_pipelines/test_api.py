@@ -18,6 +18,7 @@ from google.cloud import aiplatform_v1
 from google.longrunning import operations_pb2
 from google.protobuf import json_format
 
+from tests.support import command_forks
 from tests.support.server import ServerProcess, wait_for, wait_job
 
 CUSTOM_TASK = "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
@@ -356,8 +357,7 @@ def test_cli_create_wait_describe_list_delete(server: ServerProcess, script: Pat
     common = ["--region", "us-central1", "--project", "test-project", "--endpoint", server.url]
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "trainworks.cli.main", "training-pipelines", *args, *common]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+        return command_forks.run_cli(["training-pipelines", *args, *common], timeout=120)
 
     created = cli("create", "--config", str(config), "--display-name", "cli-pipe", "--format", "json")
     assert created.returncode == 0, created.stderr

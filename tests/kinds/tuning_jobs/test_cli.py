@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support import command_forks
 from tests.support.server import LOCATION, ServerProcess, wait_for
 from trainworks.kernel.names import FlagError
 from trainworks.kinds.tuning_jobs.cli import build_tuning_job, normalize_algorithm, tuning_job_name
@@ -114,13 +115,7 @@ def write(path: Path, data: dict[str, Any]) -> Path:
 def cli(server: ServerProcess, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TRAINWORKS_ENDPOINT": server.url, "COLUMNS": "200"}
     env.pop("TRAINWORKS_REGION", None)
-    return subprocess.run(
-        [sys.executable, "-m", "trainworks.cli.main", "hp-tuning-jobs", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    return command_forks.run_cli(["hp-tuning-jobs", *args], env=env, timeout=timeout)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
