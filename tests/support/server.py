@@ -110,11 +110,16 @@ class ServerProcess:
         return httpx.Client(base_url=self.url, timeout=30.0, **kwargs)
 
 
-@functools.cache
 def default_tls() -> ssl.SSLContext:
-    """httpx's default certificate checks (certifi's roots), made once: each client that makes its own spends
-    ~20 ms of CPU loading the roots, and the tests make thousands."""
-    return httpx.create_ssl_context()
+    """httpx's default certificate checks (certifi's roots, or SSL_CERT_FILE/SSL_CERT_DIR as set now), made
+    once for each setting: each client that makes its own spends ~20 ms of CPU loading the roots, and the
+    tests make thousands."""
+    return _tls(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _tls(_cert_file: str | None, _cert_dir: str | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context()  # reads the two variables itself
 
 
 @contextmanager
