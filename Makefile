@@ -16,8 +16,9 @@ GRPC_PORT ?= 50051
 RUNTIME ?= host
 # Test modules run on this many workers (pytest-xdist); a module's tests stay together on one worker. Three on
 # two cores: most tests wait on servers and replicas, and a third worker fills that time (14:26 -> 13:05 for the
-# tests, 2026-12-05). The slowest modules start first (tests/conftest.py SLOW_FIRST), so the run does not end
-# waiting on one of them. Tests marked `alone` (they assert a duration) run afterwards, one at a time.
+# tests, 2026-12-05); a fourth does not help, the cores are busy then (503 s against 497 s, 2026-12-06). The
+# slowest modules start first (tests/conftest.py SLOW_FIRST), so the run does not end waiting on one of them.
+# Tests marked `alone` (they assert a duration) run afterwards, one at a time.
 TEST_WORKERS ?= 3
 
 .PHONY: run serve sdk test lint format bench clean
