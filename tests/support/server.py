@@ -55,10 +55,7 @@ class ServerProcess:
     def start(self, timeout: float = 60.0) -> ServerProcess:
         self.port = self.port or free_port()
         self.home.mkdir(parents=True, exist_ok=True)
-        command = [
-            self.python,
-            "-m",
-            "trainworks.cli.main",
+        argv = [
             "serve",
             "--host",
             "127.0.0.1",
@@ -73,8 +70,9 @@ class ServerProcess:
             *self.args,
         ]
         env = {**os.environ, **self.env}
-        self.process = fork_server(command[3:], env, self.log_path, self.cwd, self.python)
+        self.process = fork_server(argv, env, self.log_path, self.cwd, self.python)
         if self.process is None:
+            command = [self.python, "-m", "trainworks.cli.main", *argv]
             log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
             self.process = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=self.cwd)
         deadline = time.monotonic() + timeout

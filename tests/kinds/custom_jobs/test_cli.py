@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -548,8 +547,7 @@ def test_stream_logs_follows_a_running_job_until_it_ends(server: ServerProcess, 
         CONTAINER_POOL,
         f"--command=^|^{PY}|-c|{code}",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINWORKS_")}
-    env.update({"TRAINWORKS_ENDPOINT": server.url, "TRAINWORKS_PROJECT": PROJECT})
+    env = cli_env(server.url, PROJECT)
     with subprocess.Popen(
         [
             PY,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import io
-import os
 import re
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.support import command_forks
+from tests.support.command_forks import cli_env
 from tests.support.logs import replica_output
 from tests.support.server import LOCATION, PROJECT, ServerProcess, wait_job
 from trainworks.code_staging.sources import SourceFile, content_digest
@@ -301,12 +302,10 @@ def test_packaging_flags_need_a_local_package_path() -> None:
 
 # ====================================================================== the CLI
 def run_cli(server: ServerProcess | None, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINWORKS_")}
-    env["COLUMNS"] = "250"
-    command = [PY, "-m", "trainworks.cli.main", "custom-jobs", "create", "--region", LOCATION]
+    command = ["custom-jobs", "create", "--region", LOCATION]
     if server is not None:
         command += ["--endpoint", server.url, "--project", PROJECT]
-    return subprocess.run([*command, *args], capture_output=True, text=True, env=env, timeout=180)
+    return command_forks.run_cli([*command, *args], env=cli_env(), timeout=180)
 
 
 def test_cli_bad_script_is_a_flag_error(tmp_path: Path) -> None:
