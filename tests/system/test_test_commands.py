@@ -16,6 +16,7 @@ import pytest
 from tests.support.command_forks import COLD_ENV, WARM, ForkedProcess, _forkable, cli_env, run_cli
 from tests.support.jobs import job, python_pool
 from tests.support.server import ServerProcess, wait_for, wait_job
+from trainworks.backends import procfs
 
 
 def started(home: Path, cold: bool, monkeypatch: pytest.MonkeyPatch, **kwargs: object) -> ServerProcess:
@@ -26,10 +27,10 @@ def started(home: Path, cold: bool, monkeypatch: pytest.MonkeyPatch, **kwargs: o
 def children_environ(pid: int) -> dict[str, str] | None:
     """The environment the server gave its fork server (the process it starts with; a forked server's own
     /proc/PID/environ is the warm interpreter's start-up block, whatever its os.environ is now)."""
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+    for child in procfs.children(pid):
+        if not any(part.endswith("zygote.py") for part in procfs.cmdline(child)):
+            continue
         try:
-            if b"zygote.py" not in Path(f"/proc/{child}/cmdline").read_bytes():
-                continue
             raw = Path(f"/proc/{child}/environ").read_bytes()
         except OSError:  # it ended meanwhile
             continue

@@ -1,4 +1,5 @@
-"""Process identity from /proc: a pid plus its start time names one process for good."""
+"""Processes as /proc shows them: a pid plus its start time names one process for good; a process's children
+and command line. Standard library only, no pathlib: the zygote loads this module on its start path."""
 
 from __future__ import annotations
 
@@ -28,3 +29,22 @@ def reap(pid: int) -> None:
     """Collect our own exited child so it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def children(pid: int) -> list[int]:
+    """The pids of a process's children (its main thread's), empty when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as handle:
+            return [int(part) for part in handle.read().split()]
+    except OSError:
+        return []
+
+
+def cmdline(pid: int) -> list[str]:
+    """A process's command line, empty when it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "surrogateescape") for part in raw.split(b"\0") if part]

@@ -51,14 +51,6 @@ class ShellPlan:
     replica_start: int
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode("utf-8", "surrogateescape") for part in raw.split(b"\0") if part]
-
-
 def _environ(pid: int) -> dict[str, str]:
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
@@ -70,14 +62,6 @@ def _environ(pid: int) -> dict[str, str]:
         if sep and name:
             env[name.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
     return env
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(part) for part in text.split()]
 
 
 def _comm(pid: int) -> str:
@@ -101,9 +85,9 @@ def command_process(pid: int, pid_start: int) -> int:
     if not procfs.is_alive(pid, pid_start):
         raise ShellUnavailable("the replica is not running")
     # The supervisor's logger (backends/capture.py) is its child too, but no part of the replica.
-    children = [child for child in _children(pid) if _comm(child) != LOGGER_NAME]
+    children = [child for child in procfs.children(pid) if _comm(child) != LOGGER_NAME]
     if children and _namespace(children[0], "pid") != _namespace(pid, "pid"):
-        commands = _children(children[0])
+        commands = procfs.children(children[0])
         if not commands:
             raise ShellUnavailable("the replica's command has ended")
         return commands[0]  # the init starts the command first; orphans it adopts come after
@@ -138,7 +122,7 @@ def plan_shell(
     target_start = procfs.start_time(target)
     if target_start is None:
         raise ShellUnavailable("the replica's command has ended")
-    argv = _cmdline(target)
+    argv = procfs.cmdline(target)
     setsid = _tool("setsid")
     container = _podman_container(argv)
     if container is not None:
