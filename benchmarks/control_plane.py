@@ -14,6 +14,8 @@ running, the process's CPU over 1 s settled) and trials interleaved with the sid
    watch of a job's state). The command waits for a release file, so RUNNING is observable.
 3. Submit -> a light Python command has run (it writes a file; the folder is polled every FILE_POLL_S, the
    same way for all sides), vs a bare subprocess.Popen of the same command; `sbatch --wrap` of it shown too.
+   The server runs with `--replica-slots` (8 by default: backends/slots.py); before each trial of either
+   side, the server and everything it started are quiet (slots rebuilt after the last trial).
 4. An 8-replica job (1 primary + 7 workers) -> all 8 commands have run, vs 8 bare Popens; `sbatch -n 8`
    with `srun` of it shown too.
 5. Idle CPU (% of one core, /proc/<pid>/stat over `--idle` s) and VmRSS of the server with each `--queued`
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import re
 import shlex
 import shutil
@@ -162,6 +165,41 @@ def settle(pid: int, timeout: float) -> dict[str, Any]:
             }
 
 
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of `pid` and its live descendants (the fork server, slots being built, replicas)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent and child not in tree]
+        tree.update(children)
+        frontier += children
+    return sum(times.get(member, 0.0) for member in tree)
+
+
+def tree_quiet(pid: int, timeout: float, window: float = 0.1, below: float = 0.05) -> None:
+    """Wait until the server and everything it started are quiet: two windows each under `below` of a core
+    (slots still being built after the last trial would slow the next one, either side's)."""
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < 2 and time.monotonic() < deadline:
+        before = _tree_cpu(pid)
+        time.sleep(window)
+        quiet = quiet + 1 if (_tree_cpu(pid) - before) / window < below else 0
+
+
 def rotated(sides: list[str], trial: int) -> list[str]:
     """The sides in the order of one trial: who goes first rotates, so drift hits all alike."""
     shift = trial % len(sides)
@@ -189,9 +227,14 @@ def metric(text: str, name: str, **labels: str) -> float | None:
 class Trainworks:
     """The server and a client of it; the jobs' marker folders lie under its scratch folder."""
 
-    def __init__(self, inventory: Path, cold_supervisors: bool = False) -> None:
+    def __init__(self, inventory: Path, cold_supervisors: bool = False, replica_slots: int = 0) -> None:
         self.server = common.Server(
-            ["--inventory", str(inventory), *(["--cold-supervisors"] if cold_supervisors else [])]
+            [
+                "--inventory",
+                str(inventory),
+                *(["--cold-supervisors"] if cold_supervisors else []),
+                *(["--replica-slots", str(replica_slots)] if replica_slots else []),
+            ]
         )
         self.client: httpx.Client | None = None
 
@@ -479,6 +522,7 @@ class Bench:
         found: dict[str, list[float]] = {side: [] for side in self.sides("bare")}
         for trial in range(self.args.warmup + trials):
             for side in rotated(self.sides("bare"), trial):
+                tree_quiet(self.tw.pid, self.args.settle_timeout)
                 folder = self.folder(side, f"ran{replicas}-")
                 try:
                     seconds = self._ran_trial(side, folder, replicas)
@@ -685,6 +729,8 @@ def report(results: dict[str, Any], slurm: bool, elapsed: float) -> str:
     ]
     if not slurm:
         lines += ["**Slurm skipped (--skip-slurm)**: Trainworks figures and the bare spawns only.", ""]
+    slots = results.get("replica_slots", 0)
+    lines += [f"Server: `serve --replica-slots {slots}`" + (" (no slots)" if not slots else "") + ".", ""]
     create_rows = [
         [
             row["clients"],
@@ -818,6 +864,12 @@ def arguments() -> argparse.Namespace:
         action="store_true",
         help="serve --cold-supervisors: each replica's supervisor a new interpreter (the fork server's base)",
     )
+    parser.add_argument(
+        "--replica-slots",
+        type=int,
+        default=8,
+        help="serve --replica-slots: sandboxes kept built with an interpreter waiting (8; 0: none)",
+    )
     parser.add_argument("--clients", type=int, nargs="+", help="client counts of the creates (1 8)")
     parser.add_argument("--creates", type=int, help="creates per trial and side (300; quick 30)")
     parser.add_argument("--create-trials", type=int, help="trials per client count (3; quick 2)")
@@ -856,9 +908,14 @@ def main() -> None:
     root.chmod(0o755)
     inventory = root / "inventory.yaml"
     inventory.write_text(INVENTORY)
-    tw = Trainworks(inventory, args.cold_supervisors)
+    tw = Trainworks(inventory, args.cold_supervisors, args.replica_slots)
     cluster = None if args.skip_slurm else common.SlurmLocal(root / "slurm", nodes=args.slurm_nodes)
-    results: dict[str, Any] = {"idle_window_s": args.idle, "quick": args.quick, "slurm": cluster is not None}
+    results: dict[str, Any] = {
+        "idle_window_s": args.idle,
+        "quick": args.quick,
+        "slurm": cluster is not None,
+        "replica_slots": args.replica_slots,
+    }
     try:
         tw.start()
         slurm = Slurm(cluster.up()) if cluster is not None else None

@@ -39,6 +39,7 @@ from trainworks.backends.base import LaunchRequest, Phase
 from trainworks.backends.capture import LOG_DIR, LOGGER_NAME, segment_name
 from trainworks.backends.local import REPLICA_TMP, LocalBackend, cgroup_name
 from trainworks.backends.memory_limits import memory_cgroup_of
+from trainworks.backends.slots import READY as SLOT_READY
 from trainworks.backends.warm import WarmPool, WarmStartBackend, WarmTarget
 from trainworks.config import Settings
 from trainworks.kinds.custom_jobs.launcher import host_env
@@ -254,7 +255,17 @@ class GatedJobs:
 
 @pytest.fixture(scope="module")
 def iso_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(home=tmp_path_factory.mktemp("iso-home")).start()
+    yield from _iso_server(tmp_path_factory, [])
+
+
+@pytest.fixture(scope="module")
+def slot_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server whose python replicas start in replica slots (backends/slots.py)."""
+    yield from _iso_server(tmp_path_factory, ["--replica-slots", "1"])
+
+
+def _iso_server(tmp_path_factory: pytest.TempPathFactory, args: list[str]) -> Iterator[ServerProcess]:
+    proc = ServerProcess(home=tmp_path_factory.mktemp("iso-home"), args=args).start()
     try:
         for project, bucket in ((PROJECT_A, BUCKET_A), (PROJECT_B, BUCKET_B)):
             made = gcs_client(proc, project).create_bucket(bucket)
@@ -337,25 +348,44 @@ def _run_probe(
     return json.loads((run / "probe.json").read_text()), run
 
 
+def slot_ready(server: ServerProcess) -> Path | None:
+    """A replica slot of the server's that can take a replica now."""
+    folder = server.home / "fork-server" / "slots"
+    return next(iter(folder.glob(f"*/{SLOT_READY}")), None) if folder.is_dir() else None
+
+
 def test_a_replica_reaches_nothing_of_other_jobs_projects_or_the_server(
     iso_server: ServerProcess, tmp_path: Path
 ) -> None:
+    check_isolation(iso_server, tmp_path, slot=False)
+
+
+def test_a_replica_started_in_a_slot_reaches_no_more(slot_server: ServerProcess, tmp_path: Path) -> None:
+    """The same probe, handed to a sandbox built before the replica was known."""
+    check_isolation(slot_server, tmp_path, slot=True)
+
+
+def check_isolation(iso_server: ServerProcess, tmp_path: Path, slot: bool) -> None:
     with iso_server.client() as client:
         jobs = GatedJobs(iso_server, client, tmp_path)
         try:
-            a2, _ = jobs.start(PROJECT_A, "a2")
             b1, _ = jobs.start(PROJECT_B, "b1", env={"B_SECRET": SECRET})
             jobs.start(PROJECT_B, "b2")
+            a2, _ = jobs.start(PROJECT_A, "a2")  # the last: the slots are built for project A's replicas
             others = {"a2": run_dir(iso_server, a2), "b1": run_dir(iso_server, b1)}
             b_pid = command_pid(others["b1"])
             assert SECRET in Path(f"/proc/{b_pid}/environ").read_text()  # the targets are real
             assert all((others[key] / LOG_SEGMENT).exists() for key in ("a2", "b1"))
             assert (others["a2"] / REPLICA_TMP / "tmp" / "replica-note.txt").read_text() == "note"
             targets = probe_targets(iso_server, others, b_pid, tmp_path)
+            if slot:
+                wait_for(lambda: slot_ready(iso_server), timeout=120, what="a replica slot")
             with host_socket(targets["host_socket"]):
                 results, own = run_probe(iso_server, client, targets)
         finally:
             jobs.release()
+
+    assert bool(json.loads((own / "shim.json").read_text()).get("slot")) is slot
 
     opened = [name for name in MUST_FAIL if results[name]["ok"]]
     assert not opened, {name: results[name] for name in opened}

@@ -25,7 +25,7 @@ from typing import Any
 
 from trainworks.backends import procfs
 from trainworks.backends.base import LaunchRequest, ProcessHandle
-from trainworks.backends.warm import ZYGOTE, fork_from
+from trainworks.backends.warm import ZYGOTE, fork_from, python_invocation
 
 _READY_TIMEOUT = 5.0  # the first launch waits this long for the fork server to be ready, then starts cold
 _RETRY_SECONDS = 30.0  # after a fork server failed to start, launches start cold this long before a new try
@@ -34,9 +34,12 @@ _RETRY_SECONDS = 30.0  # after a fork server failed to start, launches start col
 class ForkServer:
     """The fork server (a zygote) of this server process: `launch` forks a replica's supervisor from it."""
 
-    def __init__(self, folder: Path, python: str) -> None:
+    def __init__(self, folder: Path, python: str, slots: int = 0, runs_root: Path | None = None) -> None:
         self.folder = folder
         self.python = python
+        # Replica slots (slots.py): sandboxes with an interpreter waiting, for replicas in runs_root.
+        self.slots = slots if runs_root is not None else 0
+        self.runs_root = runs_root
         self.state = folder / "fork-server.json"
         self._lock = threading.RLock()  # close() may come while a start is under way
         self._process: subprocess.Popen[bytes] | None = None
@@ -57,6 +60,13 @@ class ForkServer:
             "exec": argv,
             "plan": plan,
         }
+        invocation = python_invocation(argv, request.env) if self.slots and plan is not None else None
+        if invocation is not None:
+            payload["slot"] = {
+                "python": invocation.python,
+                "invocation": invocation.wire(),
+                "runs_root": str(self.runs_root),
+            }
         handle = fork_from(address, payload)
         if handle is None and not self._alive():
             self._address = None  # it ended: the next launch starts a new one
@@ -92,7 +102,7 @@ class ForkServer:
         server = f"{os.getpid()}:{procfs.start_time(os.getpid()) or 0}"
         with open(self.folder / "fork-server.log", "ab") as log:
             self._process = subprocess.Popen(
-                [self.python, "-I", "-S", str(ZYGOTE), str(self.state), address, "", server],
+                [self.python, "-I", "-S", str(ZYGOTE), str(self.state), address, "", server, str(self.slots)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

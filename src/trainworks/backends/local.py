@@ -284,7 +284,12 @@ class LocalBackend:
         # A server forks its replicas' supervisors from its fork server (forkserver.py); without one (a
         # backend made for a test, `serve --cold-supervisors`) each supervisor is a new interpreter.
         self.fork_server = (
-            ForkServer(settings.home / "fork-server", _base_interpreter())
+            ForkServer(
+                settings.home / "fork-server",
+                _base_interpreter(),
+                slots=settings.replica_slots if self.isolation and self.isolation.sandboxed else 0,
+                runs_root=settings.jobs_dir,
+            )
             if settings is not None and settings.fork_server
             else None
         )

@@ -38,6 +38,7 @@ import signal
 
 TYPE_CHECKING = False  # typing itself is not imported: this module is on every replica's start path
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Callable
     from typing import Any
 
@@ -158,6 +159,10 @@ def remount_read_only(path: str) -> None:
     mount(
         None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _flags_of(path), what=f"making {path} read-only"
     )
+
+
+def remount_writable(path: str, what: str) -> None:
+    mount(None, path, None, MS_REMOUNT | MS_BIND | (_flags_of(path) & ~MS_RDONLY), what=what)
 
 
 def _bind(source: str, target: str, read_only: bool, what: str) -> None:
@@ -302,8 +307,13 @@ def drop_privileges() -> None:
 class _Mounts:
     """Builds the replica's view in the init's fresh mount namespace, following the plan."""
 
-    def __init__(self, plan: dict[str, Any]) -> None:
+    def __init__(self, plan: dict[str, Any], root: str | None = None) -> None:
         self.plan = plan
+        # A folder whose subfolders can still be bound in later (`attach`, a replica slot's run folders):
+        # opened before the masks hide it.
+        self.root = root
+        self.root_fd: int | None = None
+        self.masks: list[str] = []
         self.ours: set[str] = (
             set()
         )  # mount points this sandbox made: the read-only pass leaves them as they are
@@ -328,6 +338,8 @@ class _Mounts:
         if gcs:
             buckets = [(name, self._source(os.path.join(gcs["root"], name))) for name in gcs["buckets"]]
         devices = self._device_sources()
+        if self.root is not None:
+            self.root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         tmp = plan.get("tmp")
         if tmp:
             self._private_tmp(tmp)
@@ -340,7 +352,7 @@ class _Mounts:
         home = plan.get("home") or ""
         if home:
             self._home_overlay(home, plan["home_layer"])
-        masks = self._hide(plan.get("hide", []))
+        masks = self.masks = self._hide(plan.get("hide", []))
         for path, flag, source in keep:
             self._mkdirs(path)
             _bind(source, path, not flag, f"binding {path} back")
@@ -356,6 +368,35 @@ class _Mounts:
         for fd in self.fds:
             os.close(fd)
         os.chdir("/")
+
+    def attach(self, binds: list[tuple[str, str, bool]]) -> None:
+        """Bind folders under the root in after the view was built: (path relative to the root, target,
+        writable), as `build` binds a replica's own folders (a target inside a mask is made in its tmpfs)."""
+        assert self.root_fd is not None
+        for relative, target, writable in binds:
+            flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(relative, flags, dir_fd=self.root_fd)
+            try:
+                if not os.path.isdir(target):
+                    self._mount_point(target)
+                _bind(f"/proc/self/fd/{fd}", target, not writable, f"binding {target}")
+                if writable:  # a bind takes its source mount's flags: the read-only pass made that read-only
+                    remount_writable(target, f"making {target} writable")
+            finally:
+                os.close(fd)
+            self.ours.add(target)
+
+    def _mount_point(self, target: str) -> None:
+        """Make `target`'s folders; in a mask (read-only once built), between two remounts."""
+        mask = max((m for m in self.masks if _under(target, m)), key=len, default=None)
+        if mask is None:
+            os.makedirs(target, exist_ok=True)
+            return
+        remount_writable(mask, f"making {mask} writable for a moment")
+        try:
+            os.makedirs(target, exist_ok=True)
+        finally:
+            remount_read_only(mask)
 
     def _mkdirs(self, path: str) -> None:
         """The bind target inside a mask: its folders are made in the mask's tmpfs."""
@@ -518,9 +559,15 @@ class _CloneArgs(ctypes.Structure):
 
 
 def clone_into_cgroup(directory_fd: int) -> int:
-    """os.fork, with the child born in the cgroup v2 folder open as `directory_fd` (clone3 with
-    CLONE_INTO_CGROUP, Linux 5.7+). Moving a process into a cgroup takes the kernel's threadgroup lock for
-    writing, which waits for an RCU grace period (8-20 ms) unless another move came just before; a process
+    """clone3 (below) with the child born in the cgroup v2 folder open as `directory_fd`."""
+    return clone3(CLONE_INTO_CGROUP, directory_fd)
+
+
+def clone3(flags: int, directory_fd: int = 0) -> int:
+    """os.fork with clone3's `flags`: CLONE_NEWPID (the child is PID 1 of a new PID namespace, and the
+    caller's later children stay in its own), CLONE_INTO_CGROUP (the child is born in the cgroup v2 folder
+    open as `directory_fd`, Linux 5.7+). Moving a process into a cgroup takes the kernel's threadgroup lock
+    for writing, which waits for an RCU grace period (8-20 ms) unless another move came just before; a process
     born in the cgroup takes no such lock. Raises CloneRefused when the kernel refuses (no clone3, a seccomp
     filter, a cgroup it may not enter): the caller forks and moves instead.
 
@@ -528,7 +575,7 @@ def clone_into_cgroup(directory_fd: int) -> int:
     a process with one thread, whose child runs only this module's code before its next fork or exec (the
     child's glibc thread record keeps the parent's thread id, which pthread_kill of itself does not use but
     thread affinity and clock calls would)."""
-    args = _CloneArgs(flags=CLONE_INTO_CGROUP, exit_signal=signal.SIGCHLD, cgroup=directory_fd)
+    args = _CloneArgs(flags=flags, exit_signal=signal.SIGCHLD, cgroup=directory_fd)
     api = ctypes.pythonapi
     for name in ("PyOS_BeforeFork", "PyOS_AfterFork_Child", "PyOS_AfterFork_Parent"):
         getattr(api, name).restype = None
@@ -541,7 +588,7 @@ def clone_into_cgroup(directory_fd: int) -> int:
         return 0
     api.PyOS_AfterFork_Parent()
     if pid < 0:
-        raise CloneRefused(errno, f"starting the replica in its memory cgroup: {os.strerror(errno)}")
+        raise CloneRefused(errno, f"starting the replica's first process: {os.strerror(errno)}")
     return int(pid)
 
 
@@ -624,7 +671,11 @@ def _init(
         os.write(log_fd, f"[trainworks] the replica's sandbox could not be set up: {exc}\n".encode())
         os._exit(127)
     # The command is this process's child: only here is its end seen without a race.
-    command = _start_command(start, log_fd, report_fd, stops)
+    _report(_start_command(start, log_fd, report_fd, stops), report_fd, stops)
+
+
+def _report(command: int, report_fd: int, stops: StopWatch) -> None:
+    """The init's last part: wait for the command, report its wait status to the supervisor, exit."""
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
@@ -633,6 +684,95 @@ def _init(
         if pid == command:
             os.write(report_fd, f"{status} {int(stops.ended(status))}".encode())
             os._exit(0)
+
+
+def spawn_slot(
+    plan: dict[str, Any], root: str, spare: list[str], env: dict[str, str], log_fd: int, stops: StopWatch
+) -> tuple[int, int, socket.socket, socket.socket]:
+    """A replica slot's sandbox (slots.py), built under `plan` before its replica is known: its init, the
+    first process of a new PID namespace (the caller's later children, its logger, stay in the caller's),
+    builds the view and starts `spare` (argv; the socket's fd is appended) with `env` and no privileges,
+    then waits on its control socket for the replica's own folders under `root` (`attach`; then it drops
+    its own privileges) and reports the spare's end as `spawn`'s init reports the command's. Returns the
+    init's pid, the read end of its report (`collect`), its control socket and the spare's socket."""
+    import socket
+
+    control, control_init = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    spare_sock, spare_init = socket.socketpair()
+    read_fd, write_fd = os.pipe()
+    init = stops.fork(lambda: clone3(CLONE_NEWPID))
+    if init == 0:
+        try:
+            control.close()
+            spare_sock.close()
+            os.close(read_fd)
+            _slot_init(plan, root, control_init, spare_init, spare, env, log_fd, write_fd, stops)
+        except BaseException as exc:  # noqa: BLE001 - the slot is dropped: its supervisor sees the end
+            os.write(log_fd, f"[trainworks] the slot's sandbox failed: {exc}\n".encode())
+        os._exit(127)
+    control_init.close()
+    spare_init.close()
+    os.close(write_fd)
+    return init, read_fd, control, spare_sock
+
+
+def parse_attach(text: str) -> list[tuple[str, str, bool]]:
+    """A slot's hand-off (spawn_slot): `relative\ttarget\twritable` lines."""
+    binds = []
+    for line in text.splitlines():
+        if not line:
+            continue
+        relative, target, writable = line.split("\t")
+        binds.append((relative, target, writable == "1"))
+    return binds
+
+
+def _slot_init(  # noqa: PLR0913 - what spawn_slot hands its init
+    plan: dict[str, Any],
+    root: str,
+    control: socket.socket,
+    spare_sock: socket.socket,
+    spare: list[str],
+    env: dict[str, str],
+    log_fd: int,
+    report_fd: int,
+    stops: StopWatch,
+) -> None:
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, what="tying the slot to its supervisor")
+    _join_cgroup(plan.get("cgroup"))
+    unshare(CLONE_NEWNS, "unsharing the mount namespace")
+    mounts = _Mounts(plan["sandbox"], root)
+    mounts.build()
+
+    def start() -> None:  # the spare: no privileges, then a fresh interpreter that waits for its command
+        control.close()
+        drop_privileges()
+        os.set_inheritable(spare_sock.fileno(), True)
+        os.execve(spare[0], [*spare, str(spare_sock.fileno())], env)
+
+    command = _start_command(start, log_fd, report_fd, stops)
+    spare_sock.close()
+    import socket
+
+    try:
+        text, fds, _flags, _address = socket.recv_fds(control, 1 << 16, 1)
+        if not text:
+            os._exit(0)  # the slot was dropped before it had a replica
+        if fds:
+            log_fd = fds[0]
+        mounts.attach(parse_attach(text.decode()))
+        drop_privileges()
+        for note in mounts.notes:
+            os.write(log_fd, f"[trainworks] {note}\n".encode())
+        control.send(b"ok")
+    except BaseException as exc:  # noqa: BLE001 - the replica must not run in a view it was not given
+        try:  # noqa: SIM105 - contextlib is not loaded on the start path
+            control.send(f"{type(exc).__name__}: {exc}".encode())
+        except OSError:
+            pass
+        os._exit(127)
+    control.close()
+    _report(command, report_fd, stops)
 
 
 def spawn(
@@ -678,6 +818,12 @@ def spawn(
     os.close(write_fd)
     if started is not None:
         started()
+    return collect(init, read_fd, stops)
+
+
+def collect(init: int, read_fd: int, stops: StopWatch) -> int:
+    """The command's wait status, once the sandbox's `init` has ended: from the init's report on `read_fd`
+    (closed here), else the init's own status (it failed before it could start the command)."""
     init_status = _wait(init)
     try:
         reported = os.read(read_fd, 64).split()

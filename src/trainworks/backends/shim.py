@@ -204,10 +204,24 @@ def supervise(
             os.write(log_fd, f"[trainworks] the replica could not be started: {exc}\n".encode())
             stops.take_pending()  # a stop that came meanwhile: the start was interrupted
             status = 127 << 8
+    finish(status, run_dir, cgroup, before, stops, capture)
+
+
+def finish(
+    status: int,
+    run_dir: str,
+    cgroup: dict[str, Any] | None,
+    before: int | None,
+    stops: StopWatch,
+    capture: Any = None,
+) -> None:
+    """The command has ended with `status`: its log written out, its exit record (an OOM kill is one the
+    memory cgroup counted since `before`), its memory cgroup removed."""
     if capture is not None:
         capture.finish()
     oom = False
     if cgroup is not None:
+        limits = _load("memory_limits")
         oom = status != 0 and limits.ran_out_of_memory(cgroup["dir"], cgroup["version"], before, status)
     record_status(status, run_dir, oom, stops.ended(status))
     if cgroup is not None:

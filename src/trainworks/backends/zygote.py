@@ -63,9 +63,12 @@ if TYPE_CHECKING:
 
 def _load_shim() -> types.ModuleType:
     """The replica supervisor's helpers, under a private name so no training code can import them."""
+    if "_trainworks_shim" in sys.modules:  # a replica slot's spare loaded it first (slots.py)
+        return sys.modules["_trainworks_shim"]
     spec = importlib.util.spec_from_file_location("_trainworks_shim", os.path.join(_SCRIPT_DIR, "shim.py"))
     assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # shared with what loads it by the same private name (slots.py)
     spec.loader.exec_module(module)
     return module
 
@@ -153,8 +156,11 @@ def _run_training(
     err: int,
     close_capture: Callable[[], None],
     release_stops: Callable[[], None],
+    base_path: list[str] | None = None,
 ) -> None:
-    """The training process (forked with the stop signals held: shim.StopWatch.fork); never returns."""
+    """The training process (forked with the stop signals held: shim.StopWatch.fork); never returns.
+    `base_path`: sys.path after its first entry, as this interpreter's own start made it (a replica slot's
+    spare: PYTHONPATH is in it already); else the zygote's, with the replica's PYTHONPATH in front."""
     os.dup2(out, 1)
     os.dup2(err, 2)
     close_capture()  # the log's read ends are the supervisor's
@@ -175,7 +181,7 @@ def _run_training(
     unbuffered = python.get("unbuffered") or bool(env.get("PYTHONUNBUFFERED"))
     _stdio(unbuffered)
     sys.dont_write_bytecode = bool(python.get("dont_write_bytecode") or env.get("PYTHONDONTWRITEBYTECODE"))
-    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] if base_path is None else []
     mode, target, args = python["mode"], python["target"], list(python.get("args", []))
     if mode == "code":
         first = ""
@@ -186,7 +192,7 @@ def _run_training(
     else:
         first = os.path.dirname(os.path.realpath(target))
         sys.argv = [target, *args]
-    sys.path[:] = [first, *extra, *_BASE_PATH]
+    sys.path[:] = [first, *extra, *(_BASE_PATH if base_path is None else base_path)]
     importlib.invalidate_caches()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
@@ -301,7 +307,7 @@ def _read_request(conn: socket.socket) -> Any:
     return json.loads(b"".join(chunks))
 
 
-def _serve_one(listener: socket.socket, conn: socket.socket) -> None:
+def _serve_one(listener: socket.socket, conn: socket.socket, pool: Any = None) -> None:
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
     if uid != os.getuid():
@@ -313,6 +319,10 @@ def _serve_one(listener: socket.socket, conn: socket.socket) -> None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         conn.sendall(json.dumps({"error": f"bad request: {exc}"}).encode())
         return
+    if pool is not None and (taken := pool.take(request)) is not None:
+        conn.sendall(json.dumps(taken).encode())  # a replica slot took it (slots.py)
+        conn.shutdown(socket.SHUT_RDWR)
+        return
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     pid = os.fork()
@@ -320,6 +330,8 @@ def _serve_one(listener: socket.socket, conn: socket.socket) -> None:
         try:
             listener.close()
             conn.close()
+            if pool is not None:
+                pool.close_in_child()
             _supervise(request)
         except BaseException:  # noqa: BLE001
             traceback.print_exc()
@@ -370,6 +382,7 @@ def _watch(server: str) -> int | None:
 
 def main() -> None:
     state_file, address, preload = sys.argv[1], sys.argv[2], sys.argv[3]
+    slots = int(sys.argv[5]) if len(sys.argv) > 5 else 0  # a fork server's replica slots (slots.py)
     modules = [m for m in preload.split(",") if m]
     # The server's fork server (backends/forkserver.py) names the server: it ends with it (the supervisors it
     # forked do not). A persistent resource's zygote outlives a server restart instead.
@@ -415,8 +428,19 @@ def main() -> None:
     print(f"[trainworks] warm interpreter ready: imported {modules} in {import_seconds:.3f}s", flush=True)
     last_check = time.monotonic()
     watched = [listener.fileno(), *([] if server is None else [server])]
+    pool = None
+    if slots > 0:
+        folder = os.path.join(os.path.dirname(os.path.abspath(state_file)), "slots")
+        pool = _shim._load("slots").Pool(slots, folder, _start_time)
+
+    def close_in_slot() -> None:  # a slot's supervisor keeps nothing of the fork server's
+        listener.close()
+        if server is not None:
+            os.close(server)
+
     while True:
-        readable, _, _ = select.select(watched, [], [], 1.0)
+        timeout = 1.0 if pool is None else pool.timeout()
+        readable, _, _ = select.select(watched + ([] if pool is None else pool.watched()), [], [], timeout)
         _reap()
         if server is not None and server in readable:
             return
@@ -424,19 +448,24 @@ def main() -> None:
             last_check = time.monotonic()
             if not _still_mine(state_file):
                 return
-        if not readable:
-            continue
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            continue
-        try:
-            _serve_one(listener, conn)
-        except Exception:  # noqa: BLE001 - one bad request must not end the warm interpreter
-            traceback.print_exc()
-        finally:
-            conn.close()
-        _reap()
+        if pool is not None:
+            for fd in readable:
+                if fd not in watched:
+                    pool.readable(fd)
+        if listener.fileno() in readable:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            try:
+                _serve_one(listener, conn, pool)
+            except Exception:  # noqa: BLE001 - one bad request must not end the warm interpreter
+                traceback.print_exc()
+            finally:
+                conn.close()
+            _reap()
+        if pool is not None:
+            pool.build(close_in_slot)
 
 
 if __name__ == "__main__":

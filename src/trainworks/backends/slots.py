@@ -1,0 +1,490 @@
+"""Replica slots: sandboxes built before their replicas are known, each with a new interpreter waiting inside.
+
+Most of a host replica's start is set-up its command never sees: the supervisor, the memory cgroup, the
+sandbox's namespaces and mounts, then the command's own interpreter start-up (docs/scaling.md). With
+`serve --replica-slots N` the fork server (zygote.py) keeps up to N slots built for the plan of the last
+replica it started, and hands the next replica with that plan to one of them. Only what differs from one
+replica to the next is done then: its run folder and log bound into the view, its /tmp and $HOME layer
+renamed from the slot's folder into its run folder, the slot's memory cgroup renamed to the replica's; and
+the waiting interpreter runs the command as `python -c/-m/SCRIPT` would (zygote._run_training).
+
+    supervisor  forked from the fork server, leads the slot's process group; from the hand-off on it is the
+      │         replica's supervisor (shim.json, its log, exit.json), as a forked shim is
+      └─ init   PID 1 of the slot's namespaces, in the slot's memory cgroup (sandbox.spawn_slot)
+         └─ spare  `python slots.py FD`: a new interpreter (its own hash seed, site imported, none of the
+                   server's modules), no privileges, the stop signals held; it waits for its command
+
+A slot takes a sandboxed host replica whose command is `python [-u] [-B] (-c CODE | -m MODULE | SCRIPT)` of
+the slot's interpreter (warm.python_invocation), with the same start-up variables and $HOME, a working
+folder in its run folder, and a plan equal to the slot's but for the replica's own folders, with a memory
+cgroup on v1 or none (a v2 cgroup cannot be renamed, and the cgroup's name is how the server knows a
+replica's connections, api/peer_identity.py). Any other replica, and one whose hand-off fails, starts the
+usual way. What the command could notice: `sys.modules` holds the few standard modules the spare loaded to
+wait (json, socket, ...), and /proc/self/cmdline is the spare's.
+
+Slots are built one at a time once the fork server has been idle for a moment, so a burst of launches is
+not slowed by them. A slot ends when the fork server drops it (another plan came) or ends; once it has a
+replica its supervisor outlives the server like any other. Stdlib only: the fork server loads it by path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+
+TYPE_CHECKING = False  # typing is not imported: the spare's command would find it in sys.modules
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable
+    from typing import Any
+
+_DIR = os.path.dirname(os.path.abspath(__file__))
+SPARE = os.path.abspath(__file__)
+READY = "ready"  # a file in the slot's folder once the slot can take a replica
+_HAND_OFF_SECONDS = 5.0  # the fork server waits this long for a slot to take a replica, then starts it cold
+_READY_SECONDS = 120.0  # a slot whose spare is not waiting by then is dropped
+_IDLE_SECONDS = 0.05  # slots are built once no launch came for this long
+_BACKOFF_SECONDS = 30.0  # after a slot failed to build, the next try waits this long
+_BUILDING = 4  # slots built at once: much of a build is waiting (the cgroup join), not work
+_STARTUP = ("PYTHON", "LANG", "LC_")
+_MAX_MESSAGE = 64 * 1024 * 1024
+
+
+def _load(name: str) -> types.ModuleType:
+    """shim.py (by path, under the private name zygote.py gives it), or a sibling through shim._load."""
+    shim = sys.modules.get("_trainworks_shim")
+    if shim is None:  # the spare, as it starts
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("_trainworks_shim", os.path.join(_DIR, "shim.py"))
+        assert spec is not None and spec.loader is not None  # a .py path always has both
+        shim = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = shim
+        spec.loader.exec_module(shim)
+    return shim if name == "shim" else shim._load(name)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _relative(path: str | None, folder: str) -> str | None:
+    if not path or path == folder or not _inside(path, folder):
+        return None
+    return os.path.relpath(path, folder)
+
+
+def startup_env(env: dict[str, str]) -> dict[str, str]:
+    """What of a replica's environment a new interpreter reads as it starts (and $HOME: the user site)."""
+    found = {k: v for k, v in env.items() if k.startswith(_STARTUP)}
+    found["HOME"] = env.get("HOME", "")
+    return found
+
+
+def form(request: dict[str, Any]) -> dict[str, Any] | None:
+    """What a slot must have been built with to take this launch request (the fork server's `exec` request,
+    with the server's `slot` part), or None when no slot can take it. `key`: equal for launches a slot
+    built for one takes; `view`: the sandbox plan to build (the replica's /tmp and $HOME layer relative to
+    its run folder); `attach`: the replica's own folders, bound in at the hand-off."""
+    slot = request.get("slot")
+    if not slot or not request.get("plan"):
+        return None
+    plan = _load("sandbox").parse_plan(request["plan"])
+    view, cgroup = plan["sandbox"], plan["cgroup"]
+    if view is None or plan["gcs_root"] or (cgroup is not None and cgroup["version"] != 1):
+        return None
+    root = os.path.normpath(slot["runs_root"])
+    run_dir = os.path.normpath(request["run_dir"])
+    cwd = os.path.normpath(request.get("cwd") or "/")
+    if _relative(run_dir, root) is None or not _inside(cwd, run_dir):
+        return None
+    if any(_inside(path, run_dir) for path in view["hide"]):
+        return None  # a mask inside the run folder: only a view built with it has it
+    own = [(path, writable) for path, writable in (*view["binds"], *view["keep"]) if _inside(path, run_dir)]
+    template = dict(view)
+    template["binds"] = [entry for entry in view["binds"] if not _inside(entry[0], run_dir)]
+    template["keep"] = [entry for entry in view["keep"] if not _inside(entry[0], run_dir)]
+    for key in ("tmp", "home_layer"):
+        if view.get(key):
+            template[key] = _relative(view[key], run_dir)
+            if template[key] is None:
+                return None
+    startup = startup_env(request["env"])
+    user_base = _relative(startup.get("PYTHONUSERBASE"), run_dir)
+    if user_base is not None:
+        # The replica's own user base (host_python.py): not there yet at its start, so no user site is on
+        # sys.path, as in the spare; the spare's `site` then finds the replica's from its environment.
+        startup["PYTHONUSERBASE"] = os.path.join("$RUN", user_base)
+    limits = None
+    if cgroup is not None:
+        with open(os.path.join(cgroup["dir"], "memory.limit_in_bytes")) as handle:
+            limits = {"parent": os.path.dirname(cgroup["dir"]), "limit": int(handle.read())}
+    described = {
+        "view": template,
+        "cgroup": limits,
+        "python": slot["python"],
+        "startup": startup,
+        "root": root,
+    }
+    return {
+        **described,
+        "key": json.dumps(described, sort_keys=True),
+        "attach": [(os.path.relpath(path, root), path, writable) for path, writable in own],
+        "cgroup_dir": cgroup["dir"] if cgroup is not None else None,
+    }
+
+
+# ------------------------------------------------------------------ the fork server's side
+class _Slot:
+    def __init__(self, pid: int, sock: socket.socket, key: str) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.key = key
+        self.ready = False
+        self.started = time.monotonic()
+
+
+class Pool:
+    """The fork server's slots: built for the plan of the last launch a slot could take (`take`)."""
+
+    def __init__(self, size: int, folder: str, start_time: Callable[[int], int | None]) -> None:
+        self.size = size
+        self.folder = folder
+        self.start_time = start_time
+        self.slots: list[_Slot] = []
+        self.wanted: dict[str, Any] | None = None  # the last slot-able request, and its form
+        self.last_launch = 0.0
+        self.failed_at = -_BACKOFF_SECONDS
+
+    def watched(self) -> list[int]:
+        return [slot.sock.fileno() for slot in self.slots]
+
+    def timeout(self) -> float:
+        """How long the fork server may wait for a request before it should build a slot."""
+        if not self._short():
+            return 1.0
+        return max(0.0, min(1.0, self.last_launch + _IDLE_SECONDS - time.monotonic()))
+
+    def _short(self) -> bool:
+        if self.wanted is None or sum(1 for slot in self.slots if not slot.ready) >= _BUILDING:
+            return False  # nothing to build for, or enough are being built
+        if time.monotonic() - self.failed_at < _BACKOFF_SECONDS:
+            return False
+        return sum(1 for slot in self.slots if slot.key == self.wanted["form"]["key"]) < self.size
+
+    def readable(self, fd: int) -> None:
+        """A slot said it is ready, or ended."""
+        slot = next((slot for slot in self.slots if slot.sock.fileno() == fd), None)
+        if slot is None:
+            return
+        try:
+            said = slot.sock.recv(64, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            said = b""
+        if said == b"ready":
+            slot.ready = True
+            return
+        if not slot.ready:
+            self.failed_at = time.monotonic()
+            print(f"[trainworks] a replica slot ended before it was ready: {self._log(slot.pid)}", flush=True)
+        self._drop(slot)
+
+    def _log(self, pid: int) -> str:
+        return os.path.join(self.folder, str(pid), "slot.log")
+
+    def _drop(self, slot: _Slot) -> None:
+        """Close its socket: the slot's supervisor ends it (a slot with a replica no longer listens)."""
+        if slot in self.slots:
+            self.slots.remove(slot)
+        slot.sock.close()
+
+    def take(self, request: dict[str, Any]) -> dict[str, int] | None:
+        """Hand the launch to a ready slot built for its plan: the slot's supervisor pid and start time, or
+        None (start it the usual way). Slots of another plan are dropped: the next ones are built for this."""
+        self.last_launch = time.monotonic()
+        try:
+            found = form(request)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"[trainworks] no replica slot for {request.get('run_dir')}: {exc}", flush=True)
+            return None
+        if found is None:
+            return None
+        key = found["key"]
+        if self.wanted is None or self.wanted["form"]["key"] != key:
+            self.wanted = {"request": request, "form": found}
+            for slot in [slot for slot in self.slots if slot.key != key]:
+                self._drop(slot)
+        for slot in [slot for slot in self.slots if slot.ready and slot.key == key]:
+            self.slots.remove(slot)
+            try:
+                slot.sock.setblocking(True)
+                slot.sock.settimeout(_HAND_OFF_SECONDS)
+                slot.sock.send(json.dumps({"request": request, "form": found}).encode())
+                answer = slot.sock.recv(4096)
+            except OSError as exc:
+                answer = f"no {exc}".encode()
+            finally:
+                slot.sock.close()
+            if answer == b"ok":
+                return {"pid": slot.pid, "pid_start": self.start_time(slot.pid) or 0}
+            said = answer.decode(errors="replace")
+            print(f"[trainworks] a replica slot did not take {request['run_dir']}: {said}", flush=True)
+            return None
+        return None
+
+    def build(self, close_in_child: Callable[[], None]) -> None:
+        """Build one slot for the wanted plan, if one is missing and none is being built."""
+        if not self._short() or time.monotonic() - self.last_launch < _IDLE_SECONDS:
+            return
+        assert self.wanted is not None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                close_in_child()
+                ours.close()
+                self.close_in_child()
+                _supervise_slot(theirs, self.wanted["request"], self.wanted["form"], self.folder)
+            except BaseException:  # noqa: BLE001 - the fork server sees the slot end
+                traceback.print_exc()
+            os._exit(127)
+        theirs.close()
+        self.slots.append(_Slot(pid, ours, self.wanted["form"]["key"]))
+
+    def close_in_child(self) -> None:
+        """In a process forked from the fork server: the slots' sockets are the fork server's."""
+        for slot in self.slots:
+            slot.sock.close()
+
+
+# ------------------------------------------------------------------ the slot's supervisor
+def _send(sock: socket.socket, payload: dict[str, Any], fds: list[int]) -> None:
+    """A length-prefixed JSON message on a stream socket, with `fds` (SCM_RIGHTS) on its first byte."""
+    data = json.dumps(payload).encode()
+    socket.send_fds(sock, [struct.pack("!Q", len(data))], fds)
+    sock.sendall(data)
+
+
+def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    header, fds, _flags, _address = socket.recv_fds(sock, 8, 4)
+    while len(header) < 8:
+        more = sock.recv(8 - len(header))
+        if not more:
+            raise EOFError("the slot's supervisor ended")
+        header += more
+    (size,) = struct.unpack("!Q", header)
+    if size > _MAX_MESSAGE:
+        raise ValueError("message too large")
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the slot's supervisor ended")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return json.loads(b"".join(chunks)), fds
+
+
+def _supervise_slot(
+    control: socket.socket, request: dict[str, Any], built: dict[str, Any], folder: str
+) -> None:
+    """The slot's supervisor (forked from the fork server): build the slot, say so, wait for a replica or
+    the end of the fork server (`control`), then supervise the replica as shim.supervise does."""
+    shim = _load("shim")
+    sandbox = _load("sandbox")
+    limits = _load("memory_limits")
+    os.setsid()
+    slot_dir = os.path.join(folder, str(os.getpid()))
+    shutil.rmtree(slot_dir, ignore_errors=True)
+    os.makedirs(slot_dir)
+    log = os.open(os.path.join(slot_dir, "slot.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    stops = shim.StopWatch()  # held since the fork (the fork server holds them)
+    stops.install()
+    view = dict(built["view"])
+    for key in ("tmp", "home_layer"):
+        if view.get(key):
+            view[key] = os.path.join(slot_dir, view[key])
+    cgroup = None
+    if built["cgroup"] is not None:
+        cgroups = limits.ReplicaCgroups(built["cgroup"]["parent"], 1)
+        cgroup = cgroups.prepare(f"slot-{os.getpid()}", built["cgroup"]["limit"])
+    plan = {"cgroup": cgroup, "gcs_root": None, "sandbox": view}
+    spare = [built["python"], SPARE]
+    init, report, init_control, spare_sock = sandbox.spawn_slot(
+        plan, built["root"], spare, request["env"], 2, stops
+    )
+
+    def drop(why: str) -> None:
+        os.write(2, f"[trainworks] slot dropped: {why}\n".encode())
+        os.kill(init, signal.SIGKILL)  # and with it the spare (the end of its PID namespace)
+        sandbox.collect(init, report, stops)
+        if cgroup is not None:
+            limits.remove_dir(cgroup["dir"])
+        shutil.rmtree(slot_dir, ignore_errors=True)
+        os._exit(0)
+
+    spare_sock.settimeout(_READY_SECONDS)
+    try:
+        ready = spare_sock.recv(1) == b"r"
+    except OSError:
+        ready = False
+    if not ready:
+        drop("its spare interpreter did not start")
+    spare_sock.settimeout(None)
+    with open(os.path.join(slot_dir, READY), "w"):  # for whoever looks at slots from outside (the tests)
+        pass
+    control.send(b"ready")
+    while True:
+        readable, _, _ = select.select([control, report], [], [])
+        if report in readable:
+            drop("its init ended")
+        try:
+            message = control.recv(1 << 18)
+        except OSError:
+            message = b""
+        if not message:
+            drop("the fork server dropped it")
+        break
+    try:
+        handed = json.loads(message)
+        replica, found = handed["request"], handed["form"]  # the fork server's form() of it
+        if found["key"] != built["key"]:
+            raise ValueError("not a replica for this slot")
+        capture = _load("capture").Capture(replica["run_dir"])
+        cgroup_dir = _hand_off(replica, found, slot_dir, init_control, capture.stderr, cgroup, limits, built)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        with contextlib.suppress(OSError):
+            control.send(f"no {type(exc).__name__}: {exc}".encode())
+        drop(f"its hand-off failed: {exc}")
+    control.send(b"ok")
+    control.close()
+    _run_replica(replica, capture, cgroup_dir, init, report, spare_sock, stops)
+    shutil.rmtree(slot_dir, ignore_errors=True)
+    os._exit(0)
+
+
+def _hand_off(  # noqa: PLR0913 - the slot's parts
+    replica: dict[str, Any],
+    found: dict[str, Any],
+    slot_dir: str,
+    init_control: socket.socket,
+    log_fd: int,
+    cgroup: dict[str, Any] | None,
+    limits: types.ModuleType,
+    built: dict[str, Any],
+) -> str | None:
+    """Make the slot the replica's: its /tmp and $HOME layer moved into its run folder, its own folders
+    bound into the view, the memory cgroup renamed to the replica's (last: the one step not undone). Returns
+    the replica's cgroup folder. Undone (but the mounts, which go with the slot) when a step fails."""
+    run_dir = replica["run_dir"]
+    moved: list[tuple[str, str]] = []
+    try:
+        for key in ("tmp", "home_layer"):
+            relative = found["view"].get(key)
+            source, target = os.path.join(slot_dir, relative or ""), os.path.join(run_dir, relative or "")
+            # Not there: made inside the slot's own /tmp (a run folder under /tmp), which moves with it.
+            if relative and os.path.lexists(source):
+                os.rename(source, target)
+                moved.append((target, source))
+        text = "".join(f"{rel}\t{target}\t{int(writable)}\n" for rel, target, writable in found["attach"])
+        socket.send_fds(init_control, [("\n" + text).encode()], [log_fd])  # never empty: empty is an end
+        init_control.settimeout(_HAND_OFF_SECONDS)
+        answer = init_control.recv(4096)
+        if answer != b"ok":
+            raise OSError(answer.decode() or "the slot's init ended")
+        if cgroup is None:
+            return None
+        named = found["cgroup_dir"]
+        os.rmdir(named)  # the server's empty one: the slot's, with its processes, takes its name
+        try:
+            os.rename(cgroup["dir"], named)
+        except OSError:
+            again = limits.ReplicaCgroups(built["cgroup"]["parent"], 1)  # the server's, as it was
+            again.prepare(os.path.basename(named), built["cgroup"]["limit"])
+            raise
+        return str(named)
+    except BaseException:
+        for target, source in moved:
+            with contextlib.suppress(OSError):
+                os.rename(target, source)
+        raise
+
+
+def _run_replica(  # noqa: PLR0913 - the slot's parts
+    replica: dict[str, Any],
+    capture: Any,
+    cgroup_dir: str | None,
+    init: int,
+    report: int,
+    spare_sock: socket.socket,
+    stops: Any,
+) -> None:
+    """The supervisor's part once the slot is the replica's: as zygote._supervise and shim.supervise."""
+    shim, sandbox, limits = _load("shim"), _load("sandbox"), _load("memory_limits")
+    run_dir = replica["run_dir"]
+    log = os.open(os.path.join(run_dir, "shim.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 2)
+    os.close(log)
+    shim_record = os.path.join(run_dir, "shim.json")
+    fields = [
+        ("pid", os.getpid()),
+        ("started", time.time()),
+        ("pid_start", _load("procfs").start_time(os.getpid()) or 0),
+        ("zygote", os.getppid()),
+        ("slot", 1),
+    ]
+    shim._write_record(shim_record, fields, durable=False)
+    before = limits.oom_kills(cgroup_dir, 1) if cgroup_dir else None
+    invocation = replica["slot"]["invocation"]
+    command = {"env": replica["env"], "cwd": replica.get("cwd") or "", "python": invocation}
+    try:
+        _send(spare_sock, command, [capture.stdout, capture.stderr])
+    except OSError as exc:
+        os.write(2, f"[trainworks] the replica's interpreter is gone: {exc}\n".encode())
+    spare_sock.close()
+    os.environ.clear()  # the replica's, as the shim's (after the command is on its way: off its path)
+    os.environ.update(replica["env"])
+    capture.start()
+    shim._fsync(shim_record)
+    status = sandbox.collect(init, report, stops)
+    cgroup = {"dir": cgroup_dir, "version": 1} if cgroup_dir else None
+    shim.finish(status, run_dir, cgroup, before, stops, capture)
+
+
+# ------------------------------------------------------------------ the spare interpreter
+def _spare(fd: int) -> None:
+    """`python slots.py FD`: wait on the socket FD for the command, then run it as the interpreter would."""
+    sock = socket.socket(fileno=fd)
+    zygote = _load("zygote")
+    shim = _load("shim")
+    base_path = sys.path[1:]  # what `python -c` has after its first entry (PYTHONPATH already in it)
+    sock.sendall(b"r")
+    try:
+        command, fds = _receive(sock)
+    except (OSError, ValueError, EOFError):
+        os._exit(127)  # the slot was dropped, or its supervisor ended
+    sock.close()
+    site = sys.modules.get("site")
+    if site is not None:  # what it found at start-up was the first replica's user base (form): look again
+        site.USER_BASE = site.USER_SITE = None  # type: ignore[attr-defined]
+    zygote._run_training(command, fds[0], fds[1], lambda: None, shim.StopWatch.release, base_path)
+
+
+if __name__ == "__main__":
+    _spare(int(sys.argv[1]))

@@ -1,0 +1,147 @@
+"""Replica slots (backends/slots.py): a python replica handed to a sandbox built before it was known runs as
+it would have cold (its output, argv, paths, environment, exit status, its stop signals), other replicas start
+the usual way, and the slots end with their server. Isolation of a slot's replica: test_isolation.py."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.jobs import job, python_pool
+from tests.support.logs import replica_output
+from tests.support.server import ServerProcess, wait_for, wait_job
+from trainworks.backends import procfs
+from trainworks.backends.slots import READY, SPARE
+
+# What a cold `python -c` shows of itself; the run folder is replaced by RUN to compare two replicas.
+REPORT = r"""
+import json, os, sys, threading, atexit
+run = os.getcwd()
+def clean(value):
+    return json.loads(json.dumps(value).replace(run, "RUN"))
+print(json.dumps(clean({
+    "argv": sys.argv,
+    "path0": sys.path[0],
+    "path": [p for p in sys.path[1:]],
+    "main": sorted(k for k in vars(sys.modules["__main__"]) if not k.startswith("__") or k == "__name__"),
+    "name": __name__,
+    "cwd": os.getcwd(),
+    "env": sorted(k for k in os.environ if k != "TRAINWORKS_NONCE"),
+    "user_base": __import__("site").getuserbase(),
+    "stdout_tty": sys.stdout.isatty(),
+    "line_buffering": sys.stderr.line_buffering,
+    "flags": [sys.flags.isolated, sys.flags.no_site, sys.flags.dont_write_bytecode],
+    "pid1": os.path.exists("/proc/1"),
+})), flush=True)
+print("to stderr", file=sys.stderr)
+threading.Thread(target=lambda: print("thread joined", flush=True)).start()
+atexit.register(lambda: print("atexit ran", flush=True))
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    home = tmp_path_factory.mktemp("slots") / "home"
+    proc = ServerProcess(home=home, args=["--replica-slots", "2", "--cancel-grace", "600"]).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def slot_ready(server: ServerProcess) -> Path | None:
+    folder = server.home / "fork-server" / "slots"
+    return next(iter(folder.glob(f"*/{READY}")), None) if folder.is_dir() else None
+
+
+def run(server: ServerProcess, pool: dict, name: str) -> tuple[dict, Path]:
+    with server.client() as client:
+        created = client.post(f"/v1/{server.parent}/customJobs", json=job(pool, name=name)).json()["name"]
+        done = wait_job(client, created, timeout=120)
+    return done, server.home / "jobs" / created.rsplit("/", 1)[-1] / "workerpool0-0"
+
+
+def in_slot(run_dir: Path) -> bool:
+    return bool(json.loads((run_dir / "shim.json").read_text()).get("slot"))
+
+
+def test_a_replica_in_a_slot_runs_as_it_would_cold(server: ServerProcess) -> None:
+    pool = python_pool(REPORT, args=["3"], env={"PYTHONUNBUFFERED": "1", "TRAINWORKS_NONCE": "a"})
+    cold, cold_dir = run(server, pool, "cold")  # the first of its plan: no slot was built for it yet
+    wait_for(lambda: slot_ready(server), timeout=120, what="a replica slot")
+    warm, warm_dir = run(server, pool, "warm")
+    assert not in_slot(cold_dir) and in_slot(warm_dir)
+    for done in (cold, warm):
+        assert done["state"] == "JOB_STATE_FAILED", done
+        assert "non-zero status of 3" in done["error"]["message"], done
+    outputs = [replica_output(folder).splitlines() for folder in (cold_dir, warm_dir)]
+    assert outputs[0][1:] == outputs[1][1:] == ["thread joined", "atexit ran"], outputs
+    reports = [json.loads(lines[0]) for lines in outputs]
+    assert reports[0] == reports[1], reports
+    assert reports[1]["argv"] == ["-c", "3"] and reports[1]["cwd"] == "RUN" and reports[1]["path0"] == ""
+    assert reports[1]["user_base"] == "RUN/.local"  # its own user base, not the first replica's
+    assert [replica_output(folder, "stderr") for folder in (cold_dir, warm_dir)] == ["to stderr\n"] * 2
+
+
+def test_a_stop_reaches_a_replica_in_a_slot(server: ServerProcess) -> None:
+    env = {"PYTHONUNBUFFERED": "1", "TRAINWORKS_NONCE": "a"}
+    pool = python_pool("import time; time.sleep(3600)", env=env)
+    wait_for(lambda: slot_ready(server), timeout=120, what="a replica slot")
+    with server.client() as client:
+        name = client.post(f"/v1/{server.parent}/customJobs", json=job(pool, name="stop")).json()["name"]
+        wait_for(
+            lambda: client.get(f"/v1/{name}").json()["state"] == "JOB_STATE_RUNNING",
+            interval=0.002,
+            what="RUNNING",
+        )
+        assert client.post(f"/v1/{name}:cancel").status_code == 200
+        done = wait_job(client, name, timeout=120)
+    assert done["state"] == "JOB_STATE_CANCELLED", done
+    run_dir = server.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0"
+    assert in_slot(run_dir)
+    record = json.loads((run_dir / "exit.json").read_text())
+    assert record["exit_code"] == 128 + signal.SIGTERM and record["interrupted"] == 1, record
+
+
+def test_other_commands_start_the_usual_way(server: ServerProcess) -> None:
+    wait_for(lambda: slot_ready(server), timeout=120, what="a replica slot")
+    shell = python_pool("unused")
+    shell["containerSpec"]["command"] = ["/bin/sh", "-c", "echo from a shell"]
+    done, run_dir = run(server, shell, "shell")
+    assert done["state"] == "JOB_STATE_SUCCEEDED", done
+    assert not in_slot(run_dir)
+    assert replica_output(run_dir) == "from a shell\n"
+    code = "import sys; print(sys.flags.isolated)"
+    isolated = python_pool(code)
+    isolated["containerSpec"]["command"] = [sys.executable, "-I", "-c", code]
+    done, run_dir = run(server, isolated, "isolated")
+    assert done["state"] == "JOB_STATE_SUCCEEDED", done
+    assert not in_slot(run_dir) and replica_output(run_dir) == "1\n"
+
+
+def test_slots_end_with_their_server(tmp_path: Path) -> None:
+    proc = ServerProcess(home=tmp_path / "home", args=["--replica-slots", "2"]).start()
+    try:
+        run(proc, python_pool("print('first')"), "first")
+        wait_for(lambda: slot_ready(proc), timeout=120, what="a replica slot")
+        folder = proc.home / "fork-server" / "slots"
+        supervisors = [int(entry.name) for entry in folder.iterdir()]
+        spares = [
+            child
+            for pid in supervisors
+            for init in procfs.children(pid)
+            for child in procfs.children(init)
+            if (procfs.cmdline(child) or [])[1:2] == [SPARE]
+        ]
+        assert spares, "no spare interpreter found"
+    finally:
+        proc.stop()
+    gone = lambda: all(procfs.start_time(pid) is None for pid in supervisors + spares)  # noqa: E731
+    wait_for(gone, timeout=30, what="the slots to end")
+    wait_for(lambda: not any(folder.iterdir()), timeout=30, what="the slots' folders to go")
