@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -145,3 +146,18 @@ def test_slots_end_with_their_server(tmp_path: Path) -> None:
     gone = lambda: all(procfs.start_time(pid) is None for pid in supervisors + spares)  # noqa: E731
     wait_for(gone, timeout=30, what="the slots to end")
     wait_for(lambda: not any(folder.iterdir()), timeout=30, what="the slots' folders to go")
+
+
+def test_a_slot_keeps_nothing_of_the_replica_it_was_built_after(server: ServerProcess) -> None:
+    """Slots are built with the plan of the last replica started, never with its environment: the next
+    replica's /proc/self/environ (the spare's start) holds no variable of the one before."""
+    secret = f"s-{uuid.uuid4().hex}"
+    read = "print(open('/proc/self/environ').read().count(sys.argv[1]), os.environ.get('SECRET', '-'))"
+    code = f"import os, sys; {read}"
+    first, first_dir = run(server, python_pool(code, env={"SECRET": secret}, args=[secret]), "secret")
+    wait_for(lambda: slot_ready(server), timeout=120, what="a replica slot")
+    second, second_dir = run(server, python_pool(code, args=[secret]), "next")
+    assert first["state"] == second["state"] == "JOB_STATE_SUCCEEDED", (first, second)
+    assert in_slot(second_dir)
+    assert replica_output(second_dir) == "0 -\n"
+    assert replica_output(first_dir).endswith(f" {secret}\n")  # its own variable: there

@@ -85,9 +85,7 @@ def _relative(path: str | None, folder: str) -> str | None:
 
 def startup_env(env: dict[str, str]) -> dict[str, str]:
     """What of a replica's environment a new interpreter reads as it starts (and $HOME: the user site)."""
-    found = {k: v for k, v in env.items() if k.startswith(_STARTUP)}
-    found["HOME"] = env.get("HOME", "")
-    return found
+    return {k: v for k, v in env.items() if k.startswith(_STARTUP) or k == "HOME"}
 
 
 def form(request: dict[str, Any]) -> dict[str, Any] | None:
@@ -150,7 +148,6 @@ class _Slot:
         self.sock = sock
         self.key = key
         self.ready = False
-        self.started = time.monotonic()
 
 
 class Pool:
@@ -164,6 +161,7 @@ class Pool:
         self.wanted: dict[str, Any] | None = None  # the last slot-able request, and its form
         self.last_launch = 0.0
         self.failed_at = -_BACKOFF_SECONDS
+        self.disks: dict[str, bool] = {}  # runs root: whether it is on the slots' disk
 
     def watched(self) -> list[int]:
         return [slot.sock.fileno() for slot in self.slots]
@@ -200,6 +198,18 @@ class Pool:
             print(f"[trainworks] a replica slot ended before it was ready: {self._log(slot.pid)}", flush=True)
         self._drop(slot)
 
+    def _same_disk(self, root: str) -> bool:
+        """Whether the slots' folders can be renamed into run folders under `root` (once per root)."""
+        if root not in self.disks:
+            try:
+                os.makedirs(self.folder, exist_ok=True)
+                self.disks[root] = os.stat(self.folder).st_dev == os.stat(root).st_dev
+            except OSError:
+                self.disks[root] = False
+            if not self.disks[root]:
+                print(f"[trainworks] no replica slots: {self.folder} is not on {root}'s disk", flush=True)
+        return self.disks[root]
+
     def _log(self, pid: int) -> str:
         return os.path.join(self.folder, str(pid), "slot.log")
 
@@ -218,7 +228,7 @@ class Pool:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"[trainworks] no replica slot for {request.get('run_dir')}: {exc}", flush=True)
             return None
-        if found is None:
+        if found is None or not self._same_disk(found["root"]):
             return None
         key = found["key"]
         if self.wanted is None or self.wanted["form"]["key"] != key:
@@ -325,10 +335,14 @@ def _supervise_slot(
         cgroups = limits.ReplicaCgroups(built["cgroup"]["parent"], 1)
         cgroup = cgroups.prepare(f"slot-{os.getpid()}", built["cgroup"]["limit"])
     plan = {"cgroup": cgroup, "gcs_root": None, "sandbox": view}
+    # Only what the interpreter reads as it starts (and nothing of the replica the slot was built after: its
+    # environment would show in the next one's /proc/self/environ); the replica's own comes at the hand-off.
+    spare_env = dict(built["startup"])
+    if spare_env.get("PYTHONUSERBASE", "").startswith("$RUN/"):
+        spare_env["PYTHONUSERBASE"] = os.path.join(slot_dir, spare_env["PYTHONUSERBASE"][5:])  # not there
     spare = [built["python"], SPARE]
-    init, report, init_control, spare_sock = sandbox.spawn_slot(
-        plan, built["root"], spare, request["env"], 2, stops
-    )
+    built_parts = sandbox.spawn_slot(plan, built["root"], spare, spare_env, 2, stops)
+    init, report, init_control, spare_sock = built_parts
 
     def drop(why: str) -> None:
         os.write(2, f"[trainworks] slot dropped: {why}\n".encode())
