@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends.test_memory_limits import HOG, LIMIT, OOM, SCALE, members, replica_cgroups
 from tests.support.jobs import job, python_pool
 from tests.support.logs import replica_output
 from tests.support.server import ServerProcess, wait_for, wait_job
 from trainworks.backends import procfs
+from trainworks.backends.memory_limits import memory_cgroup_of
 from trainworks.backends.slots import READY, SPARE
 
 # What a cold `python -c` shows of itself; the run folder is replaced by RUN to compare two replicas.
@@ -161,3 +163,75 @@ def test_a_slot_keeps_nothing_of_the_replica_it_was_built_after(server: ServerPr
     assert in_slot(second_dir)
     assert replica_output(second_dir) == "0 -\n"
     assert replica_output(first_dir).endswith(f" {secret}\n")  # its own variable: there
+
+
+GATED = (
+    "import pathlib, sys, time\n"
+    "gate = pathlib.Path(sys.argv[1])\n"
+    "print('waiting', flush=True)\n"
+    "while not gate.exists(): time.sleep(0.02)\n"
+    "print('released', flush=True)\n"
+)
+
+
+def test_a_replica_in_a_slot_outlives_a_killed_server_and_is_adopted(tmp_path: Path) -> None:
+    proc = ServerProcess(home=tmp_path / "home", args=["--replica-slots", "1"]).start()
+    gate = tmp_path / "gate"
+    try:
+        run(proc, python_pool("print('first')"), "first")
+        wait_for(lambda: slot_ready(proc), timeout=120, what="a replica slot")
+        with proc.client() as client:
+            body = job(python_pool(GATED, args=[str(gate)]), name="gated")
+            name = client.post(f"/v1/{proc.parent}/customJobs", json=body).json()["name"]
+            wait_for(lambda: client.get(f"/v1/{name}").json()["state"] == "JOB_STATE_RUNNING", what="RUNNING")
+        run_dir = proc.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0"
+        assert in_slot(run_dir)
+        supervisor = json.loads((run_dir / "shim.json").read_text())["pid"]
+        wait_for(lambda: "waiting" in replica_output(run_dir), what="the replica's first line")
+        proc.stop(signal.SIGKILL)
+        assert procfs.start_time(supervisor) is not None  # the replica goes on without its server
+        gate.touch()
+        wait_for(lambda: (run_dir / "exit.json").exists(), what="the replica to end while no server runs")
+        proc.start()
+        with proc.client() as client:
+            done = wait_job(client, name, timeout=120)
+        assert done["state"] == "JOB_STATE_SUCCEEDED", done
+        assert json.loads((run_dir / "shim.json").read_text())["pid"] == supervisor  # adopted
+        assert replica_output(run_dir) == "waiting\nreleased\n"
+    finally:
+        gate.touch()
+        proc.stop()
+
+
+def test_a_replica_in_a_slot_has_its_memory_limit(tmp_path: Path) -> None:
+    if memory_cgroup_of("self") is None:
+        pytest.skip("no memory cgroup hierarchy here")
+    args = ["--replica-slots", "1", "--replica-memory-scale", str(SCALE)]
+    proc = ServerProcess(home=tmp_path / "home", args=args).start()
+    gate = tmp_path / "gate"
+    try:
+        run(proc, python_pool("print('first')"), "first")
+        wait_for(lambda: slot_ready(proc), timeout=120, what="a replica slot")
+        done, run_dir = run(proc, python_pool(HOG), "hog")
+        assert in_slot(run_dir)
+        assert done["state"] == "JOB_STATE_FAILED" and done["error"]["message"] == OOM, done
+        assert json.loads((run_dir / "exit.json").read_text())["oom_kill"] == 1
+        assert not (replica_cgroups(proc.home) / f"{run_dir.parent.name}-workerpool0-0").exists()
+
+        wait_for(lambda: slot_ready(proc), timeout=120, what="a replica slot")
+        with proc.client() as client:
+            body = job(python_pool(GATED, args=[str(gate)]), name="within")
+            name = client.post(f"/v1/{proc.parent}/customJobs", json=body).json()["name"]
+            run_dir = proc.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0"
+            cgroup = replica_cgroups(proc.home) / f"{run_dir.parent.name}-workerpool0-0"
+            wait_for(lambda: len(members(cgroup)) == 2, timeout=60, what="the replica in its named cgroup")
+            assert in_slot(run_dir)
+            assert int((cgroup / "memory.limit_in_bytes").read_text()) == LIMIT // 4096 * 4096
+            assert json.loads((run_dir / "shim.json").read_text())["pid"] not in members(cgroup)
+            gate.touch()
+            done = wait_job(client, name, timeout=120)
+        assert done["state"] == "JOB_STATE_SUCCEEDED", done
+        wait_for(lambda: not cgroup.exists(), timeout=10, what="the replica's cgroup to be removed")
+    finally:
+        gate.touch()
+        proc.stop()
