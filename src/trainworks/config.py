@@ -58,7 +58,7 @@ class Settings:
     fork_server: bool = True
     # Sandboxes the fork server keeps built, an interpreter waiting in each, for the next python replicas
     # (backends/slots.py); 0: none.
-    replica_slots: int = 0
+    replica_slots: int = 2
     # A host replica's memory limit is its machine type's memory times this (0: no limits).
     replica_memory_scale: float = 1.0
     # "private": each sandboxed host replica has /tmp and /var/tmp of its own; "shared": the host's.

@@ -255,7 +255,7 @@ class GatedJobs:
 
 @pytest.fixture(scope="module")
 def iso_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    yield from _iso_server(tmp_path_factory, [])
+    yield from _iso_server(tmp_path_factory, ["--replica-slots", "0"])  # every replica cold
 
 
 @pytest.fixture(scope="module")

@@ -235,3 +235,22 @@ def test_a_replica_in_a_slot_has_its_memory_limit(tmp_path: Path) -> None:
     finally:
         gate.touch()
         proc.stop()
+
+
+def test_a_slot_that_cannot_be_built_is_told(tmp_path: Path) -> None:
+    """An interpreter that is not there fails the replica as it would cold, and its slot says why in the fork
+    server's log, keeping its own log (the next try waits: a failing build is not repeated at once)."""
+    proc = ServerProcess(home=tmp_path / "home", args=["--replica-slots", "1"]).start()
+    try:
+        missing = python_pool("print('never')")
+        missing["containerSpec"]["command"] = [str(tmp_path / "no-such" / "python3"), "-c", "print('never')"]
+        done, run_dir = run(proc, missing, "missing")
+        assert done["state"] == "JOB_STATE_FAILED", done
+        assert not in_slot(run_dir)
+        log = proc.home / "fork-server" / "fork-server.log"
+        said = "a replica slot ended before it was ready: "
+        wait_for(lambda: said in log.read_text(), timeout=60, what="the failed slot in the fork server's log")
+        slot_log = Path(log.read_text().split(said, 1)[1].split("\n", 1)[0])
+        assert "could not start" in slot_log.read_text(), slot_log.read_text()
+    finally:
+        proc.stop()

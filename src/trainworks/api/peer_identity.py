@@ -193,13 +193,14 @@ class CgroupReplicas:
         self.parent = parent
 
     def members(self) -> Iterator[tuple[str, list[int]]]:
-        """(cgroup name, its processes) of each replica cgroup."""
+        """(cgroup name, its processes) of each replica cgroup (not the replica slots' beside them: a slot's
+        is named for its replica when it takes one, backends/slots.py)."""
         try:
             entries = list(os.scandir(self.parent))
         except OSError:
             return
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
+            if entry.is_dir(follow_symlinks=False) and _parse_task(entry.name) is not None:
                 yield entry.name, procs(entry.path)
 
     def exists(self, name: str) -> bool:

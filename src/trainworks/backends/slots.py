@@ -158,10 +158,22 @@ class Pool:
         self.folder = folder
         self.start_time = start_time
         self.slots: list[_Slot] = []
-        self.wanted: dict[str, Any] | None = None  # the last slot-able request, and its form
+        self.wanted: dict[str, Any] | None = None  # form() of the last launch a slot could take
         self.last_launch = 0.0
         self.failed_at = -_BACKOFF_SECONDS
         self.disks: dict[str, bool] = {}  # runs root: whether it is on the slots' disk
+        self._sweep()
+
+    def _sweep(self, keep: int = 0) -> None:
+        """Folders of slots whose supervisor is gone (one that failed, or was killed before it could remove
+        its own), but `keep`'s."""
+        try:
+            entries = os.listdir(self.folder)
+        except OSError:
+            return
+        for entry in entries:
+            if entry != str(keep) and (not entry.isdigit() or self.start_time(int(entry)) is None):
+                shutil.rmtree(os.path.join(self.folder, entry), ignore_errors=True)
 
     def watched(self) -> list[int]:
         return [slot.sock.fileno() for slot in self.slots]
@@ -177,7 +189,7 @@ class Pool:
             return False  # nothing to build for, or enough are being built
         if time.monotonic() - self.failed_at < _BACKOFF_SECONDS:
             return False
-        return sum(1 for slot in self.slots if slot.key == self.wanted["form"]["key"]) < self.size
+        return sum(1 for slot in self.slots if slot.key == self.wanted["key"]) < self.size
 
     def readable(self, fd: int) -> None:
         """A slot said it is ready, or ended."""
@@ -193,10 +205,11 @@ class Pool:
         if said == b"ready":
             slot.ready = True
             return
+        self._drop(slot)
         if not slot.ready:
             self.failed_at = time.monotonic()
             print(f"[trainworks] a replica slot ended before it was ready: {self._log(slot.pid)}", flush=True)
-        self._drop(slot)
+            self._sweep(keep=slot.pid)
 
     def _same_disk(self, root: str) -> bool:
         """Whether the slots' folders can be renamed into run folders under `root` (once per root)."""
@@ -231,8 +244,8 @@ class Pool:
         if found is None or not self._same_disk(found["root"]):
             return None
         key = found["key"]
-        if self.wanted is None or self.wanted["form"]["key"] != key:
-            self.wanted = {"request": request, "form": found}
+        if self.wanted is None or self.wanted["key"] != key:
+            self.wanted = found
             for slot in [slot for slot in self.slots if slot.key != key]:
                 self._drop(slot)
         for slot in [slot for slot in self.slots if slot.ready and slot.key == key]:
@@ -267,12 +280,12 @@ class Pool:
                 close_in_child()
                 ours.close()
                 self.close_in_child()
-                _supervise_slot(theirs, self.wanted["request"], self.wanted["form"], self.folder)
+                _supervise_slot(theirs, self.wanted, self.folder)
             except BaseException:  # noqa: BLE001 - the fork server sees the slot end
                 traceback.print_exc()
             os._exit(127)
         theirs.close()
-        self.slots.append(_Slot(pid, ours, self.wanted["form"]["key"]))
+        self.slots.append(_Slot(pid, ours, self.wanted["key"]))
 
     def close_in_child(self) -> None:
         """In a process forked from the fork server: the slots' sockets are the fork server's."""
@@ -308,9 +321,7 @@ def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(b"".join(chunks)), fds
 
 
-def _supervise_slot(
-    control: socket.socket, request: dict[str, Any], built: dict[str, Any], folder: str
-) -> None:
+def _supervise_slot(control: socket.socket, built: dict[str, Any], folder: str) -> None:
     """The slot's supervisor (forked from the fork server): build the slot, say so, wait for a replica or
     the end of the fork server (`control`), then supervise the replica as shim.supervise does."""
     shim = _load("shim")
@@ -330,51 +341,61 @@ def _supervise_slot(
     for key in ("tmp", "home_layer"):
         if view.get(key):
             view[key] = os.path.join(slot_dir, view[key])
-    cgroup = None
-    if built["cgroup"] is not None:
-        cgroups = limits.ReplicaCgroups(built["cgroup"]["parent"], 1)
-        cgroup = cgroups.prepare(f"slot-{os.getpid()}", built["cgroup"]["limit"])
-    plan = {"cgroup": cgroup, "gcs_root": None, "sandbox": view}
     # Only what the interpreter reads as it starts (and nothing of the replica the slot was built after: its
     # environment would show in the next one's /proc/self/environ); the replica's own comes at the hand-off.
     spare_env = dict(built["startup"])
     if spare_env.get("PYTHONUSERBASE", "").startswith("$RUN/"):
         spare_env["PYTHONUSERBASE"] = os.path.join(slot_dir, spare_env["PYTHONUSERBASE"][5:])  # not there
-    spare = [built["python"], SPARE]
-    built_parts = sandbox.spawn_slot(plan, built["root"], spare, spare_env, 2, stops)
-    init, report, init_control, spare_sock = built_parts
+    cgroup = None
+    try:
+        if built["cgroup"] is not None:
+            cgroups = limits.ReplicaCgroups(built["cgroup"]["parent"], 1)
+            cgroup = cgroups.prepare(f"slot-{os.getpid()}", built["cgroup"]["limit"])
+        plan = {"cgroup": cgroup, "gcs_root": None, "sandbox": view}
+        spare = [built["python"], SPARE]
+        init, report, init_control, spare_sock = sandbox.spawn_slot(
+            plan, built["root"], spare, spare_env, 2, stops
+        )
+    except BaseException:
+        if cgroup is not None:
+            limits.remove_dir(cgroup["dir"])
+        raise  # its folder stays, for its slot.log, until the fork server sweeps it
 
-    def drop(why: str) -> None:
+    def drop(why: str, failed: bool = False) -> None:
         os.write(2, f"[trainworks] slot dropped: {why}\n".encode())
         os.kill(init, signal.SIGKILL)  # and with it the spare (the end of its PID namespace)
         sandbox.collect(init, report, stops)
         if cgroup is not None:
             limits.remove_dir(cgroup["dir"])
-        shutil.rmtree(slot_dir, ignore_errors=True)
+        if not failed:  # else its folder stays, for its slot.log, until the fork server sweeps it
+            shutil.rmtree(slot_dir, ignore_errors=True)
         os._exit(0)
 
-    spare_sock.settimeout(_READY_SECONDS)
+    # The spare is ready, or fails, or the fork server ends meanwhile (its socket's end: the slot goes too).
+    readable, _, _ = select.select([spare_sock, control], [], [], _READY_SECONDS)
+    if control in readable:
+        drop("the fork server dropped it")
     try:
-        ready = spare_sock.recv(1) == b"r"
+        ready = spare_sock in readable and spare_sock.recv(1) == b"r"
     except OSError:
         ready = False
     if not ready:
-        drop("its spare interpreter did not start")
-    spare_sock.settimeout(None)
+        drop("its spare interpreter did not start", failed=True)
     with open(os.path.join(slot_dir, READY), "w"):  # for whoever looks at slots from outside (the tests)
         pass
-    control.send(b"ready")
-    while True:
-        readable, _, _ = select.select([control, report], [], [])
-        if report in readable:
-            drop("its init ended")
-        try:
-            message = control.recv(1 << 18)
-        except OSError:
-            message = b""
-        if not message:
-            drop("the fork server dropped it")
-        break
+    try:
+        control.send(b"ready")
+    except OSError:
+        drop("the fork server dropped it")
+    readable, _, _ = select.select([control, report], [], [])
+    if report in readable:
+        drop("its init ended")
+    try:
+        message = control.recv(1 << 18)
+    except OSError:
+        message = b""
+    if not message:
+        drop("the fork server dropped it")
     try:
         handed = json.loads(message)
         replica, found = handed["request"], handed["form"]  # the fork server's form() of it
