@@ -128,6 +128,13 @@ def test_other_commands_start_the_usual_way(server: ServerProcess) -> None:
     assert not in_slot(run_dir) and replica_output(run_dir) == "1\n"
 
 
+def slot_cgroups(home: Path) -> list[Path]:
+    if memory_cgroup_of("self") is None:
+        return []
+    parent = replica_cgroups(home)
+    return sorted(parent.glob("slot-*")) if parent.is_dir() else []
+
+
 def test_slots_end_with_their_server(tmp_path: Path) -> None:
     proc = ServerProcess(home=tmp_path / "home", args=["--replica-slots", "2"]).start()
     try:
@@ -143,11 +150,30 @@ def test_slots_end_with_their_server(tmp_path: Path) -> None:
             if (procfs.cmdline(child) or [])[1:2] == [SPARE]
         ]
         assert spares, "no spare interpreter found"
+        assert len(slot_cgroups(proc.home)) == (2 if memory_cgroup_of("self") else 0)
     finally:
         proc.stop()
     gone = lambda: all(procfs.start_time(pid) is None for pid in supervisors + spares)  # noqa: E731
     wait_for(gone, timeout=30, what="the slots to end")
     wait_for(lambda: not any(folder.iterdir()), timeout=30, what="the slots' folders to go")
+    wait_for(lambda: not slot_cgroups(proc.home), timeout=30, what="the slots' cgroups to go")
+
+
+def test_slots_being_built_end_with_a_killed_server(tmp_path: Path) -> None:
+    """Killed while its slots are still being built: they go too, cgroups and folders (they wait on the fork
+    server as well as on their spare)."""
+    proc = ServerProcess(home=tmp_path / "home", args=["--replica-slots", "2"]).start()
+    folder = proc.home / "fork-server" / "slots"
+    try:
+        run(proc, python_pool("print('first')"), "first")
+        wait_for(lambda: folder.is_dir() and any(folder.iterdir()), timeout=60, what="a slot being built")
+        supervisors = [int(entry.name) for entry in folder.iterdir()]
+    finally:
+        proc.stop(signal.SIGKILL)
+    gone = lambda: all(procfs.start_time(pid) is None for pid in supervisors)  # noqa: E731
+    wait_for(gone, timeout=60, what="the slots to end")
+    wait_for(lambda: not any(folder.iterdir()), timeout=30, what="the slots' folders to go")
+    wait_for(lambda: not slot_cgroups(proc.home), timeout=30, what="the slots' cgroups to go")
 
 
 def test_a_slot_keeps_nothing_of_the_replica_it_was_built_after(server: ServerProcess) -> None:
