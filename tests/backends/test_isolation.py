@@ -35,11 +35,11 @@ from google.cloud import storage
 from tests.support.jobs import MACHINE
 from tests.support.logs import replica_output
 from tests.support.server import LOCATION, ServerProcess, wait_for, wait_job
+from tests.support.slots import wait_for_slots
 from trainworks.backends.base import LaunchRequest, Phase
 from trainworks.backends.capture import LOG_DIR, LOGGER_NAME, segment_name
 from trainworks.backends.local import REPLICA_TMP, LocalBackend, cgroup_name
 from trainworks.backends.memory_limits import memory_cgroup_of
-from trainworks.backends.slots import READY as SLOT_READY
 from trainworks.backends.warm import WarmPool, WarmStartBackend, WarmTarget
 from trainworks.config import Settings
 from trainworks.kinds.custom_jobs.launcher import host_env
@@ -348,12 +348,6 @@ def _run_probe(
     return json.loads((run / "probe.json").read_text()), run
 
 
-def slot_ready(server: ServerProcess) -> Path | None:
-    """A replica slot of the server's that can take a replica now."""
-    folder = server.home / "fork-server" / "slots"
-    return next(iter(folder.glob(f"*/{SLOT_READY}")), None) if folder.is_dir() else None
-
-
 def test_a_replica_reaches_nothing_of_other_jobs_projects_or_the_server(
     iso_server: ServerProcess, tmp_path: Path
 ) -> None:
@@ -379,7 +373,7 @@ def check_isolation(iso_server: ServerProcess, tmp_path: Path, slot: bool) -> No
             assert (others["a2"] / REPLICA_TMP / "tmp" / "replica-note.txt").read_text() == "note"
             targets = probe_targets(iso_server, others, b_pid, tmp_path)
             if slot:
-                wait_for(lambda: slot_ready(iso_server), timeout=120, what="a replica slot")
+                wait_for_slots(iso_server, 1)
             with host_socket(targets["host_socket"]):
                 results, own = run_probe(iso_server, client, targets)
         finally:

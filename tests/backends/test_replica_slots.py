@@ -17,9 +17,10 @@ from tests.backends.test_memory_limits import HOG, LIMIT, OOM, SCALE, members, r
 from tests.support.jobs import job, python_pool
 from tests.support.logs import replica_output
 from tests.support.server import ServerProcess, wait_for, wait_job
+from tests.support.slots import slot_folders, wait_for_slots
 from trainworks.backends import procfs
 from trainworks.backends.memory_limits import memory_cgroup_of
-from trainworks.backends.slots import READY, SPARE
+from trainworks.backends.slots import SPARE
 
 # What a cold `python -c` shows of itself; the run folder is replaced by RUN to compare two replicas.
 REPORT = r"""
@@ -58,11 +59,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         proc.stop()
 
 
-def slot_ready(server: ServerProcess) -> Path | None:
-    folder = server.home / "fork-server" / "slots"
-    return next(iter(folder.glob(f"*/{READY}")), None) if folder.is_dir() else None
-
-
 def run(server: ServerProcess, pool: dict, name: str) -> tuple[dict, Path]:
     with server.client() as client:
         created = client.post(f"/v1/{server.parent}/customJobs", json=job(pool, name=name)).json()["name"]
@@ -77,7 +73,7 @@ def in_slot(run_dir: Path) -> bool:
 def test_a_replica_in_a_slot_runs_as_it_would_cold(server: ServerProcess) -> None:
     pool = python_pool(REPORT, args=["3"], env={"PYTHONUNBUFFERED": "1", "TRAINWORKS_NONCE": "a"})
     cold, cold_dir = run(server, pool, "cold")  # the first of its plan: no slot was built for it yet
-    wait_for(lambda: slot_ready(server), timeout=120, what="a replica slot")
+    wait_for_slots(server, 2)
     warm, warm_dir = run(server, pool, "warm")
     assert not in_slot(cold_dir) and in_slot(warm_dir)
     for done in (cold, warm):
@@ -95,7 +91,7 @@ def test_a_replica_in_a_slot_runs_as_it_would_cold(server: ServerProcess) -> Non
 def test_a_stop_reaches_a_replica_in_a_slot(server: ServerProcess) -> None:
     env = {"PYTHONUNBUFFERED": "1", "TRAINWORKS_NONCE": "a"}
     pool = python_pool("import time; time.sleep(3600)", env=env)
-    wait_for(lambda: slot_ready(server), timeout=120, what="a replica slot")
+    wait_for_slots(server, 2)
     with server.client() as client:
         name = client.post(f"/v1/{server.parent}/customJobs", json=job(pool, name="stop")).json()["name"]
         wait_for(
@@ -113,7 +109,7 @@ def test_a_stop_reaches_a_replica_in_a_slot(server: ServerProcess) -> None:
 
 
 def test_other_commands_start_the_usual_way(server: ServerProcess) -> None:
-    wait_for(lambda: slot_ready(server), timeout=120, what="a replica slot")
+    wait_for_slots(server, 2)
     shell = python_pool("unused")
     shell["containerSpec"]["command"] = ["/bin/sh", "-c", "echo from a shell"]
     done, run_dir = run(server, shell, "shell")
@@ -139,9 +135,8 @@ def test_slots_end_with_their_server(tmp_path: Path) -> None:
     proc = ServerProcess(home=tmp_path / "home", args=["--replica-slots", "2"]).start()
     try:
         run(proc, python_pool("print('first')"), "first")
-        wait_for(lambda: slot_ready(proc), timeout=120, what="a replica slot")
-        folder = proc.home / "fork-server" / "slots"
-        supervisors = [int(entry.name) for entry in folder.iterdir()]
+        wait_for_slots(proc, 2)
+        supervisors = [int(entry.name) for entry in slot_folders(proc.home)]
         spares = [
             child
             for pid in supervisors
@@ -155,7 +150,7 @@ def test_slots_end_with_their_server(tmp_path: Path) -> None:
         proc.stop()
     gone = lambda: all(procfs.start_time(pid) is None for pid in supervisors + spares)  # noqa: E731
     wait_for(gone, timeout=30, what="the slots to end")
-    wait_for(lambda: not any(folder.iterdir()), timeout=30, what="the slots' folders to go")
+    wait_for(lambda: not slot_folders(proc.home), timeout=30, what="the slots' folders to go")
     wait_for(lambda: not slot_cgroups(proc.home), timeout=30, what="the slots' cgroups to go")
 
 
@@ -163,16 +158,15 @@ def test_slots_being_built_end_with_a_killed_server(tmp_path: Path) -> None:
     """Killed while its slots are still being built: they go too, cgroups and folders (they wait on the fork
     server as well as on their spare)."""
     proc = ServerProcess(home=tmp_path / "home", args=["--replica-slots", "2"]).start()
-    folder = proc.home / "fork-server" / "slots"
     try:
         run(proc, python_pool("print('first')"), "first")
-        wait_for(lambda: folder.is_dir() and any(folder.iterdir()), timeout=60, what="a slot being built")
-        supervisors = [int(entry.name) for entry in folder.iterdir()]
+        wait_for(lambda: slot_folders(proc.home), timeout=60, what="a slot being built")
+        supervisors = [int(entry.name) for entry in slot_folders(proc.home)]
     finally:
         proc.stop(signal.SIGKILL)
     gone = lambda: all(procfs.start_time(pid) is None for pid in supervisors)  # noqa: E731
     wait_for(gone, timeout=60, what="the slots to end")
-    wait_for(lambda: not any(folder.iterdir()), timeout=30, what="the slots' folders to go")
+    wait_for(lambda: not slot_folders(proc.home), timeout=30, what="the slots' folders to go")
     wait_for(lambda: not slot_cgroups(proc.home), timeout=30, what="the slots' cgroups to go")
 
 
@@ -183,7 +177,7 @@ def test_a_slot_keeps_nothing_of_the_replica_it_was_built_after(server: ServerPr
     read = "print(open('/proc/self/environ').read().count(sys.argv[1]), os.environ.get('SECRET', '-'))"
     code = f"import os, sys; {read}"
     first, first_dir = run(server, python_pool(code, env={"SECRET": secret}, args=[secret]), "secret")
-    wait_for(lambda: slot_ready(server), timeout=120, what="a replica slot")
+    wait_for_slots(server, 2)
     second, second_dir = run(server, python_pool(code, args=[secret]), "next")
     assert first["state"] == second["state"] == "JOB_STATE_SUCCEEDED", (first, second)
     assert in_slot(second_dir)
@@ -205,7 +199,7 @@ def test_a_replica_in_a_slot_outlives_a_killed_server_and_is_adopted(tmp_path: P
     gate = tmp_path / "gate"
     try:
         run(proc, python_pool("print('first')"), "first")
-        wait_for(lambda: slot_ready(proc), timeout=120, what="a replica slot")
+        wait_for_slots(proc, 1)
         with proc.client() as client:
             body = job(python_pool(GATED, args=[str(gate)]), name="gated")
             name = client.post(f"/v1/{proc.parent}/customJobs", json=body).json()["name"]
@@ -237,14 +231,14 @@ def test_a_replica_in_a_slot_has_its_memory_limit(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     try:
         run(proc, python_pool("print('first')"), "first")
-        wait_for(lambda: slot_ready(proc), timeout=120, what="a replica slot")
+        wait_for_slots(proc, 1)
         done, run_dir = run(proc, python_pool(HOG), "hog")
         assert in_slot(run_dir)
         assert done["state"] == "JOB_STATE_FAILED" and done["error"]["message"] == OOM, done
         assert json.loads((run_dir / "exit.json").read_text())["oom_kill"] == 1
         assert not (replica_cgroups(proc.home) / f"{run_dir.parent.name}-workerpool0-0").exists()
 
-        wait_for(lambda: slot_ready(proc), timeout=120, what="a replica slot")
+        wait_for_slots(proc, 1)
         with proc.client() as client:
             body = job(python_pool(GATED, args=[str(gate)]), name="within")
             name = client.post(f"/v1/{proc.parent}/customJobs", json=body).json()["name"]

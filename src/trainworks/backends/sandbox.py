@@ -691,10 +691,12 @@ def spawn_slot(
 ) -> tuple[int, int, socket.socket, socket.socket]:
     """A replica slot's sandbox (slots.py), built under `plan` before its replica is known: its init, the
     first process of a new PID namespace (the caller's later children, its logger, stay in the caller's),
-    builds the view and starts `spare` (argv; the socket's fd is appended) with `env` and no privileges,
-    then waits on its control socket for the replica's own folders under `root` (`attach`; then it drops
-    its own privileges) and reports the spare's end as `spawn`'s init reports the command's. Returns the
-    init's pid, the read end of its report (`collect`), its control socket and the spare's socket."""
+    builds the view and starts `spare` (argv; the socket's fd and a pipe's are appended) with `env` and no
+    privileges, then waits on its control socket for the hand-off (`parse_hand_off`: the replica's own
+    folders under `root`, bound in; the slot's cgroup renamed to the replica's), drops its own privileges,
+    lets the spare go (the pipe) and reports the spare's end as `spawn`'s init reports the command's.
+    Returns the init's pid, the read end of its report (`collect`), its control socket and the spare's
+    socket."""
     import socket
 
     control, control_init = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -716,15 +718,24 @@ def spawn_slot(
     return init, read_fd, control, spare_sock
 
 
-def parse_attach(text: str) -> list[tuple[str, str, bool]]:
-    """A slot's hand-off (spawn_slot): `relative\ttarget\twritable` lines."""
-    binds = []
+def format_hand_off(binds: list[tuple[str, str, bool]], cgroup: tuple[str, str] | None) -> bytes:
+    """A slot's hand-off to its init (spawn_slot): `bind\trelative\ttarget\twritable` lines, and a
+    `cgroup\tslot's name\treplica's name` line; never empty (an empty message is the slot's end)."""
+    lines = [f"bind\t{relative}\t{target}\t{int(writable)}\n" for relative, target, writable in binds]
+    if cgroup is not None:
+        lines.append(f"cgroup\t{cgroup[0]}\t{cgroup[1]}\n")
+    return ("hand-off\n" + "".join(lines)).encode()
+
+
+def parse_hand_off(text: str) -> tuple[list[tuple[str, str, bool]], tuple[str, str] | None]:
+    binds, cgroup = [], None
     for line in text.splitlines():
-        if not line:
-            continue
-        relative, target, writable = line.split("\t")
-        binds.append((relative, target, writable == "1"))
-    return binds
+        kind, *fields = line.split("\t")
+        if kind == "bind":
+            binds.append((fields[0], fields[1], fields[2] == "1"))
+        elif kind == "cgroup":
+            cgroup = (fields[0], fields[1])
+    return binds, cgroup
 
 
 def _slot_init(  # noqa: PLR0913 - what spawn_slot hands its init
@@ -739,19 +750,27 @@ def _slot_init(  # noqa: PLR0913 - what spawn_slot hands its init
     stops: StopWatch,
 ) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, what="tying the slot to its supervisor")
-    _join_cgroup(plan.get("cgroup"))
+    cgroup = plan.get("cgroup")
+    _join_cgroup(cgroup)
+    # The cgroups' folder, renamed in at the hand-off: opened before the view hides it.
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+    cgroups = os.open(os.path.dirname(cgroup["dir"]), flags) if cgroup else -1
     unshare(CLONE_NEWNS, "unsharing the mount namespace")
     mounts = _Mounts(plan["sandbox"], root)
     mounts.build()
+    go_r, go_w = os.pipe()
 
     def start() -> None:  # the spare: no privileges, then a fresh interpreter that waits for its command
         control.close()
+        os.close(go_w)
         drop_privileges()
-        os.set_inheritable(spare_sock.fileno(), True)
-        os.execve(spare[0], [*spare, str(spare_sock.fileno())], env)
+        for fd in (spare_sock.fileno(), go_r):
+            os.set_inheritable(fd, True)
+        os.execve(spare[0], [*spare, str(spare_sock.fileno()), str(go_r)], env)
 
     command = _start_command(start, log_fd, report_fd, stops)
     spare_sock.close()
+    os.close(go_r)
     import socket
 
     try:
@@ -760,10 +779,15 @@ def _slot_init(  # noqa: PLR0913 - what spawn_slot hands its init
             os._exit(0)  # the slot was dropped before it had a replica
         if fds:
             log_fd = fds[0]
-        mounts.attach(parse_attach(text.decode()))
+        binds, rename = parse_hand_off(text.decode())
+        mounts.attach(binds)
+        if rename is not None:  # the server's empty cgroup goes, the slot's (the replica's) takes its name
+            os.rmdir(rename[1], dir_fd=cgroups)
+            os.rename(rename[0], rename[1], src_dir_fd=cgroups, dst_dir_fd=cgroups)
         drop_privileges()
         for note in mounts.notes:
             os.write(log_fd, f"[trainworks] {note}\n".encode())
+        os.write(go_w, b"g")  # the spare runs its command now
         control.send(b"ok")
     except BaseException as exc:  # noqa: BLE001 - the replica must not run in a view it was not given
         try:  # noqa: SIM105 - contextlib is not loaded on the start path

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 _DIR = os.path.dirname(os.path.abspath(__file__))
 SPARE = os.path.abspath(__file__)
-READY = "ready"  # a file in the slot's folder once the slot can take a replica
+STATE = "slots.json"  # the fork server's slots, in their folder: {"ready": [pid], "building": [pid]}
 _HAND_OFF_SECONDS = 5.0  # the fork server waits this long for a slot to take a replica, then starts it cold
 _READY_SECONDS = 120.0  # a slot whose spare is not waiting by then is dropped
 _IDLE_SECONDS = 0.05  # slots are built once no launch came for this long
@@ -163,6 +163,7 @@ class Pool:
         self.failed_at = -_BACKOFF_SECONDS
         self.disks: dict[str, bool] = {}  # runs root: whether it is on the slots' disk
         self._sweep()
+        self.save()
 
     def _sweep(self, keep: int = 0) -> None:
         """Folders of slots whose supervisor is gone (one that failed, or was killed before it could remove
@@ -172,7 +173,7 @@ class Pool:
         except OSError:
             return
         for entry in entries:
-            if entry != str(keep) and (not entry.isdigit() or self.start_time(int(entry)) is None):
+            if entry.isdigit() and entry != str(keep) and self.start_time(int(entry)) is None:
                 shutil.rmtree(os.path.join(self.folder, entry), ignore_errors=True)
 
     def watched(self) -> list[int]:
@@ -204,8 +205,10 @@ class Pool:
             said = b""
         if said == b"ready":
             slot.ready = True
+            self.save()
             return
         self._drop(slot)
+        self.save()
         if not slot.ready:
             self.failed_at = time.monotonic()
             print(f"[trainworks] a replica slot ended before it was ready: {self._log(slot.pid)}", flush=True)
@@ -248,6 +251,7 @@ class Pool:
             self.wanted = found
             for slot in [slot for slot in self.slots if slot.key != key]:
                 self._drop(slot)
+            self.save()
         for slot in [slot for slot in self.slots if slot.ready and slot.key == key]:
             self.slots.remove(slot)
             try:
@@ -286,6 +290,20 @@ class Pool:
             os._exit(127)
         theirs.close()
         self.slots.append(_Slot(pid, ours, self.wanted["key"]))
+        self.save()
+
+    def save(self) -> None:
+        """Write which slots are ready and which are being built (STATE), for whoever looks from outside."""
+        state = {
+            "ready": [slot.pid for slot in self.slots if slot.ready],
+            "building": [slot.pid for slot in self.slots if not slot.ready],
+        }
+        path = os.path.join(self.folder, STATE)
+        with contextlib.suppress(OSError):
+            os.makedirs(self.folder, exist_ok=True)
+            with open(path + ".tmp", "w") as handle:
+                json.dump(state, handle)
+            os.replace(path + ".tmp", path)
 
     def close_in_child(self) -> None:
         """In a process forked from the fork server: the slots' sockets are the fork server's."""
@@ -381,8 +399,6 @@ def _supervise_slot(control: socket.socket, built: dict[str, Any], folder: str) 
         ready = False
     if not ready:
         drop("its spare interpreter did not start", failed=True)
-    with open(os.path.join(slot_dir, READY), "w"):  # for whoever looks at slots from outside (the tests)
-        pass
     try:
         control.send(b"ready")
     except OSError:
@@ -402,14 +418,15 @@ def _supervise_slot(control: socket.socket, built: dict[str, Any], folder: str) 
         if found["key"] != built["key"]:
             raise ValueError("not a replica for this slot")
         capture = _load("capture").Capture(replica["run_dir"])
-        cgroup_dir = _hand_off(replica, found, slot_dir, init_control, capture.stderr, cgroup, limits, built)
+        before = limits.oom_kills(cgroup["dir"], 1) if cgroup is not None else None
+        cgroup_dir = _hand_off(replica, found, slot_dir, init_control, spare_sock, capture, cgroup, built)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         with contextlib.suppress(OSError):
             control.send(f"no {type(exc).__name__}: {exc}".encode())
         drop(f"its hand-off failed: {exc}")
     control.send(b"ok")
     control.close()
-    _run_replica(replica, capture, cgroup_dir, init, report, spare_sock, stops)
+    _run_replica(replica, capture, cgroup_dir, before, init, report, stops)
     shutil.rmtree(slot_dir, ignore_errors=True)
     os._exit(0)
 
@@ -419,14 +436,15 @@ def _hand_off(  # noqa: PLR0913 - the slot's parts
     found: dict[str, Any],
     slot_dir: str,
     init_control: socket.socket,
-    log_fd: int,
+    spare_sock: socket.socket,
+    capture: Any,
     cgroup: dict[str, Any] | None,
-    limits: types.ModuleType,
     built: dict[str, Any],
 ) -> str | None:
-    """Make the slot the replica's: its /tmp and $HOME layer moved into its run folder, its own folders
-    bound into the view, the memory cgroup renamed to the replica's (last: the one step not undone). Returns
-    the replica's cgroup folder. Undone (but the mounts, which go with the slot) when a step fails."""
+    """Make the slot the replica's: its /tmp and $HOME layer moved into its run folder, its record written,
+    the command sent to the spare, and the init told to bind the replica's own folders in and give the slot's
+    memory cgroup the replica's name; the init then lets the spare go. Returns the replica's cgroup folder.
+    Undone where it can be (the mounts go with the slot) when a step fails, the server's cgroup made again."""
     run_dir = replica["run_dir"]
     moved: list[tuple[str, str]] = []
     try:
@@ -437,23 +455,32 @@ def _hand_off(  # noqa: PLR0913 - the slot's parts
             if relative and os.path.lexists(source):
                 os.rename(source, target)
                 moved.append((target, source))
-        text = "".join(f"{rel}\t{target}\t{int(writable)}\n" for rel, target, writable in found["attach"])
-        socket.send_fds(init_control, [("\n" + text).encode()], [log_fd])  # never empty: empty is an end
+        # Before the command runs, as the shim writes it: a restarted server adopts the replica by it.
+        fields = [
+            ("pid", os.getpid()),
+            ("started", time.time()),
+            ("pid_start", _load("procfs").start_time(os.getpid()) or 0),
+            ("zygote", os.getppid()),
+            ("slot", 1),
+        ]
+        _load("shim")._write_record(os.path.join(run_dir, "shim.json"), fields, durable=False)
+        named = found["cgroup_dir"]
+        rename = (os.path.basename(cgroup["dir"]), os.path.basename(named)) if cgroup is not None else None
+        sandbox = _load("sandbox")
+        socket.send_fds(init_control, [sandbox.format_hand_off(found["attach"], rename)], [capture.stderr])
+        invocation = replica["slot"]["invocation"]
+        command = {"env": replica["env"], "cwd": replica.get("cwd") or "", "python": invocation}
+        _send(spare_sock, command, [capture.stdout, capture.stderr])  # it runs once the init says so
+        spare_sock.close()
         init_control.settimeout(_HAND_OFF_SECONDS)
         answer = init_control.recv(4096)
         if answer != b"ok":
-            raise OSError(answer.decode() or "the slot's init ended")
-        if cgroup is None:
-            return None
-        named = found["cgroup_dir"]
-        os.rmdir(named)  # the server's empty one: the slot's, with its processes, takes its name
-        try:
-            os.rename(cgroup["dir"], named)
-        except OSError:
-            again = limits.ReplicaCgroups(built["cgroup"]["parent"], 1)  # the server's, as it was
-            again.prepare(os.path.basename(named), built["cgroup"]["limit"])
-            raise
-        return str(named)
+            if cgroup is not None and not os.path.isdir(named):  # the server's, as it was
+                _load("memory_limits").ReplicaCgroups(built["cgroup"]["parent"], 1).prepare(
+                    os.path.basename(named), built["cgroup"]["limit"]
+                )
+            raise OSError(answer.decode(errors="replace") or "the slot's init ended")
+        return str(named) if cgroup is not None else None
     except BaseException:
         for target, source in moved:
             with contextlib.suppress(OSError):
@@ -465,46 +492,30 @@ def _run_replica(  # noqa: PLR0913 - the slot's parts
     replica: dict[str, Any],
     capture: Any,
     cgroup_dir: str | None,
+    before: int | None,
     init: int,
     report: int,
-    spare_sock: socket.socket,
     stops: Any,
 ) -> None:
     """The supervisor's part once the slot is the replica's: as zygote._supervise and shim.supervise."""
-    shim, sandbox, limits = _load("shim"), _load("sandbox"), _load("memory_limits")
+    shim, sandbox = _load("shim"), _load("sandbox")
     run_dir = replica["run_dir"]
     log = os.open(os.path.join(run_dir, "shim.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 2)
     os.close(log)
-    shim_record = os.path.join(run_dir, "shim.json")
-    fields = [
-        ("pid", os.getpid()),
-        ("started", time.time()),
-        ("pid_start", _load("procfs").start_time(os.getpid()) or 0),
-        ("zygote", os.getppid()),
-        ("slot", 1),
-    ]
-    shim._write_record(shim_record, fields, durable=False)
-    before = limits.oom_kills(cgroup_dir, 1) if cgroup_dir else None
-    invocation = replica["slot"]["invocation"]
-    command = {"env": replica["env"], "cwd": replica.get("cwd") or "", "python": invocation}
-    try:
-        _send(spare_sock, command, [capture.stdout, capture.stderr])
-    except OSError as exc:
-        os.write(2, f"[trainworks] the replica's interpreter is gone: {exc}\n".encode())
-    spare_sock.close()
-    os.environ.clear()  # the replica's, as the shim's (after the command is on its way: off its path)
+    os.environ.clear()  # the replica's, as the shim's
     os.environ.update(replica["env"])
     capture.start()
-    shim._fsync(shim_record)
+    shim._fsync(os.path.join(run_dir, "shim.json"))
     status = sandbox.collect(init, report, stops)
     cgroup = {"dir": cgroup_dir, "version": 1} if cgroup_dir else None
     shim.finish(status, run_dir, cgroup, before, stops, capture)
 
 
 # ------------------------------------------------------------------ the spare interpreter
-def _spare(fd: int) -> None:
-    """`python slots.py FD`: wait on the socket FD for the command, then run it as the interpreter would."""
+def _spare(fd: int, go: int) -> None:
+    """`python slots.py FD GO`: wait on the socket FD for the command, then on the pipe GO for the init to
+    have made the sandbox the replica's, then run it as the interpreter would."""
     sock = socket.socket(fileno=fd)
     zygote = _load("zygote")
     shim = _load("shim")
@@ -515,6 +526,9 @@ def _spare(fd: int) -> None:
     except (OSError, ValueError, EOFError):
         os._exit(127)  # the slot was dropped, or its supervisor ended
     sock.close()
+    if not os.read(go, 1):
+        os._exit(127)  # the init ended: the hand-off failed
+    os.close(go)
     site = sys.modules.get("site")
     if site is not None:  # what it found at start-up was the first replica's user base (form): look again
         site.USER_BASE = site.USER_SITE = None  # type: ignore[attr-defined]
@@ -522,4 +536,4 @@ def _spare(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    _spare(int(sys.argv[1]))
+    _spare(int(sys.argv[1]), int(sys.argv[2]))

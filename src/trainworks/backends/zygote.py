@@ -322,6 +322,7 @@ def _serve_one(listener: socket.socket, conn: socket.socket, pool: Any = None) -
     if pool is not None and (taken := pool.take(request)) is not None:
         conn.sendall(json.dumps(taken).encode())  # a replica slot took it (slots.py)
         conn.shutdown(socket.SHUT_RDWR)
+        pool.save()
         return
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
