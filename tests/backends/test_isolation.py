@@ -36,8 +36,10 @@ from tests.support.jobs import MACHINE
 from tests.support.logs import replica_output
 from tests.support.server import LOCATION, ServerProcess, wait_for, wait_job
 from tests.support.slots import wait_for_slots
+from tests.support.supervisors import replica_inits
+from trainworks.backends import procfs
 from trainworks.backends.base import LaunchRequest, Phase
-from trainworks.backends.capture import LOG_DIR, LOGGER_NAME, segment_name
+from trainworks.backends.capture import LOG_DIR, segment_name
 from trainworks.backends.local import REPLICA_TMP, LocalBackend, cgroup_name
 from trainworks.backends.memory_limits import memory_cgroup_of
 from trainworks.backends.warm import WarmPool, WarmStartBackend, WarmTarget
@@ -207,16 +209,9 @@ def run_dir(server: ServerProcess, name: str) -> Path:
 
 
 def command_pid(run: Path) -> int:
-    """The host PID of a replica's command: supervisor -> the init of its PID namespace -> the command (the
-    supervisor's other child is its logger)."""
-    supervisor = json.loads((run / "shim.json").read_text())["pid"]
-
-    def children(pid: int) -> list[int]:
-        found = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-        return [p for p in found if Path(f"/proc/{p}/comm").read_text().strip() != LOGGER_NAME]
-
-    init = wait_for(lambda: children(supervisor), what="the replica's init")[0]
-    return int(wait_for(lambda: children(init), what="the replica's command")[0])
+    """The host PID of a replica's command: supervisor -> the init of its PID namespace -> the command."""
+    init = wait_for(lambda: replica_inits(run), what="the replica's init")[0]
+    return int(wait_for(lambda: procfs.children(init), what="the replica's command")[0])
 
 
 def gcs_client(server: ServerProcess, project: str) -> storage.Client:

@@ -16,7 +16,7 @@ import pytest
 from tests.backends.test_memory_limits import HOG, LIMIT, OOM, SCALE, members, replica_cgroups
 from tests.support.jobs import job, python_pool
 from tests.support.logs import replica_output
-from tests.support.server import ServerProcess, wait_for, wait_job
+from tests.support.server import ServerProcess, cancel_when_running, wait_for, wait_job
 from tests.support.slots import slot_folders, wait_for_slots
 from trainworks.backends import procfs
 from trainworks.backends.memory_limits import memory_cgroup_of
@@ -92,17 +92,8 @@ def test_a_stop_reaches_a_replica_in_a_slot(server: ServerProcess) -> None:
     env = {"PYTHONUNBUFFERED": "1", "TRAINWORKS_NONCE": "a"}
     pool = python_pool("import time; time.sleep(3600)", env=env)
     wait_for_slots(server, 2)
-    with server.client() as client:
-        name = client.post(f"/v1/{server.parent}/customJobs", json=job(pool, name="stop")).json()["name"]
-        wait_for(
-            lambda: client.get(f"/v1/{name}").json()["state"] == "JOB_STATE_RUNNING",
-            interval=0.002,
-            what="RUNNING",
-        )
-        assert client.post(f"/v1/{name}:cancel").status_code == 200
-        done = wait_job(client, name, timeout=120)
+    done, run_dir = cancel_when_running(server, job(pool, name="stop"))
     assert done["state"] == "JOB_STATE_CANCELLED", done
-    run_dir = server.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0"
     assert in_slot(run_dir)
     record = json.loads((run_dir / "exit.json").read_text())
     assert record["exit_code"] == 128 + signal.SIGTERM and record["interrupted"] == 1, record

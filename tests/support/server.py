@@ -157,3 +157,18 @@ def wait_job(
         return job if job.get("state") in wanted else None
 
     return wait_for(check, timeout=timeout, what=f"{name} to reach {sorted(wanted)}")  # type: ignore[no-any-return]
+
+
+def cancel_when_running(server: ServerProcess, body: dict[str, Any]) -> tuple[dict[str, Any], Path]:
+    """Create the job, cancel it the moment it turns RUNNING, wait for its end: the job and its primary's run
+    folder."""
+    with server.client() as client:
+        name = client.post(f"/v1/{server.parent}/customJobs", json=body).json()["name"]
+        wait_for(
+            lambda: client.get(f"/v1/{name}").json()["state"] == "JOB_STATE_RUNNING",
+            interval=0.002,
+            what="RUNNING",
+        )
+        assert client.post(f"/v1/{name}:cancel").status_code == 200
+        done = wait_job(client, name, timeout=120)
+    return done, server.home / "jobs" / name.rsplit("/", 1)[-1] / "workerpool0-0"

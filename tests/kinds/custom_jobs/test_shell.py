@@ -32,7 +32,7 @@ from websockets.sync.client import ClientConnection, connect
 from tests.support.jobs import MACHINE
 from tests.support.podman import BUSYBOX_IMAGE, podman_backed_server
 from tests.support.server import ServerProcess, wait_for, wait_job
-from trainworks.backends.capture import LOGGER_NAME
+from tests.support.supervisors import replica_inits
 
 TOKEN = "shell-test-token"
 VALUE = "value-from-the-replica-env"
@@ -168,14 +168,11 @@ def gone(pid: int) -> bool:
 
 
 def pid_namespace(run_dir: Path) -> str | None:
-    """The PID namespace of a sandboxed replica (its init: the supervisor's child beside its logger), None
-    without one."""
+    """The PID namespace of a sandboxed replica (its init), None without one."""
+    inits = replica_inits(run_dir)
     try:
-        supervisor = json.loads((run_dir / "shim.json").read_text())["pid"]
-        children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
-        init = next(int(p) for p in children if Path(f"/proc/{p}/comm").read_text().strip() != LOGGER_NAME)
-        namespace = os.readlink(f"/proc/{init}/ns/pid")
-    except (OSError, ValueError, KeyError, StopIteration):
+        namespace = os.readlink(f"/proc/{inits[0]}/ns/pid")
+    except (OSError, IndexError):
         return None
     return namespace if namespace != os.readlink("/proc/self/ns/pid") else None
 
