@@ -160,6 +160,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
         self.persistent: Any = None
         # Package builds in flight: an optimisation only; a restarted server simply starts them again.
         self._preparing: dict[int, Future[dict[int, Path]]] = {}
+        # Jobs this process admitted (QUEUED -> PENDING), by attempt, not planned since: they have no replica
+        # rows of that attempt yet, so their start plans without looking for them (an optimisation only:
+        # a restarted server looks).
+        self._unplanned: dict[int, int] = {}
         # When each SPOT job last rolled for random preemption, and in which attempt (rules.py's
         # preemption_exposure); a restarted server starts the clock again, from when it started watching.
         self._rolled: dict[int, tuple[int, datetime]] = {}
@@ -343,6 +347,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
 
     def _forget(self, job_id: int) -> None:
         self._active.pop(job_id, None)
+        self._unplanned.pop(job_id, None)
         self._hot.discard(job_id)
         self._due.pop(job_id, None)
 
@@ -436,6 +441,7 @@ class CustomJobController(GangJobs, ReconcileLoop):
             for job in jobs:
                 if job.id in moved:
                     job.state, job.zone, job.waiting_reason = int(S.JOB_STATE_PENDING), zone, None
+                    self._unplanned[job.id] = job.attempt
                     log_service(self.job_dir(job), f"Waiting for job to be provisioned in {zone}.")
 
     @staticmethod
@@ -581,7 +587,10 @@ class CustomJobController(GangJobs, ReconcileLoop):
         return future
 
     def _start(self, job: CustomJobRow) -> bool:
-        replicas = self.jobs.replicas(job.id, job.attempt) or self._plan(job)
+        if self._unplanned.pop(job.id, None) == job.attempt:
+            replicas = self._plan(job)
+        else:
+            replicas = self.jobs.replicas(job.id, job.attempt) or self._plan(job)
         future = self._prepared(job)
         if not future.done():
             return False  # the build pokes the job when it is done
