@@ -1,18 +1,20 @@
 """Replica slots: sandboxes built before their replicas are known, each with a new interpreter waiting inside.
 
 Most of a host replica's start is set-up its command never sees: the supervisor, the memory cgroup, the
-sandbox's namespaces and mounts, then the command's own interpreter start-up (docs/scaling.md). With
-`serve --replica-slots N` the fork server (zygote.py) keeps up to N slots built for the plan of the last
-replica it started, and hands the next replica with that plan to one of them. Only what differs from one
-replica to the next is done then: its run folder and log bound into the view, its /tmp and $HOME layer
-renamed from the slot's folder into its run folder, the slot's memory cgroup renamed to the replica's; and
-the waiting interpreter runs the command as `python -c/-m/SCRIPT` would (zygote._run_training).
+sandbox's namespaces and mounts, then the command's own interpreter start-up (docs/scaling.md). The fork
+server (zygote.py) keeps up to N slots (`serve --replica-slots N`, 2 by default) built for the plan of the
+last replica it started, and hands the next replica with that plan to one of them. Only what differs from
+one replica to the next is done then: its /tmp and $HOME layer renamed from the slot's folder into its run
+folder, its run folder and log bound into the view and the slot's memory cgroup renamed to the replica's
+(by the init), and the waiting interpreter runs the command as `python -c/-m/SCRIPT` would
+(zygote._run_training).
 
     supervisor  forked from the fork server, leads the slot's process group; from the hand-off on it is the
       │         replica's supervisor (shim.json, its log, exit.json), as a forked shim is
       └─ init   PID 1 of the slot's namespaces, in the slot's memory cgroup (sandbox.spawn_slot)
-         └─ spare  `python slots.py FD`: a new interpreter (its own hash seed, site imported, none of the
-                   server's modules), no privileges, the stop signals held; it waits for its command
+         └─ spare  `python slots.py FD GO`: a new interpreter (its own hash seed, site imported, none of the
+                   server's modules), no privileges, the stop signals held; it waits for its command (FD),
+                   then for the init to have made the slot the replica's (GO)
 
 A slot takes a sandboxed host replica whose command is `python [-u] [-B] (-c CODE | -m MODULE | SCRIPT)` of
 the slot's interpreter (warm.python_invocation), with the same start-up variables and $HOME, a working
@@ -22,9 +24,10 @@ replica's connections, api/peer_identity.py). Any other replica, and one whose h
 usual way. What the command could notice: `sys.modules` holds the few standard modules the spare loaded to
 wait (json, socket, ...), and /proc/self/cmdline is the spare's.
 
-Slots are built one at a time once the fork server has been idle for a moment, so a burst of launches is
-not slowed by them. A slot ends when the fork server drops it (another plan came) or ends; once it has a
-replica its supervisor outlives the server like any other. Stdlib only: the fork server loads it by path.
+Slots are built (up to four at a time) once the fork server has been idle for a moment, so a burst of
+launches is not slowed by them. A slot ends when the fork server drops it (another plan came) or ends;
+once it has a replica its supervisor outlives the server like any other. Stdlib only: the fork server
+loads it by path.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
 _DIR = os.path.dirname(os.path.abspath(__file__))
 SPARE = os.path.abspath(__file__)
 STATE = "slots.json"  # the fork server's slots, in their folder: {"ready": [pid], "building": [pid]}
-_HAND_OFF_SECONDS = 5.0  # the fork server waits this long for a slot to take a replica, then starts it cold
+_HAND_OFF_SECONDS = 5.0  # the fork server waits this long for a slot to take a replica, then forks as usual
 _READY_SECONDS = 120.0  # a slot whose spare is not waiting by then is dropped
 _IDLE_SECONDS = 0.05  # slots are built once no launch came for this long
 _BACKOFF_SECONDS = 30.0  # after a slot failed to build, the next try waits this long
@@ -118,7 +121,7 @@ def form(request: dict[str, Any]) -> dict[str, Any] | None:
                 return None
     startup = startup_env(request["env"])
     user_base = _relative(startup.get("PYTHONUSERBASE"), run_dir)
-    if user_base is not None:
+    if user_base is not None and not os.path.exists(os.path.join(run_dir, user_base)):
         # The replica's own user base (host_python.py): not there yet at its start, so no user site is on
         # sys.path, as in the spare; the spare's `site` then finds the replica's from its environment.
         startup["PYTHONUSERBASE"] = os.path.join("$RUN", user_base)

@@ -8,7 +8,8 @@ STATE_FILE as ready. It keeps running while STATE_FILE names it, so the server d
 rewriting the file (and signalling it), and it outlives a server restart like replicas do. Run with a fifth
 argument, `PID:START` of its server, it is that server's fork server (forkserver.py): it ends with the
 server, and its requests carry `exec` (the command line) instead of a python command line: the child is
-the shim itself, and execs the command.
+the shim itself, and execs the command. A sixth argument N > 0 has it keep N replica slots (slots.py): a
+request a ready slot can take is handed to it instead of forking.
 
 It answers a request with the child's pid as soon as it has forked it. It holds the stop signals, and so
 does each child from the fork on: a stop the server sends before the child leads its group (to its pid)
