@@ -11,7 +11,8 @@ same task continues; `dropped` the entry saying the log's retention removed line
 Reading a page costs a binary search per log and the entries it returns. Following reads each log from its
 own position (a log's records are appended in time order), polling the logs' sizes, and holds back the
 newest LAG of entries so that a line another replica's logger is writing at the same moment is still put in
-its place.
+its place; and what is newer than the last look for new logs, less the LAG: a replica that starts has its
+log made before its first line, but a follower sees it only at its next look (every LAG while it follows).
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ class LogStream:
     _seen: tuple[Any, ...] | None = None
     _next_state_check: float = 0.0
     _ending_at: float | None = None
-    _sources_listed: float = 0.0
+    _listed_ns: int = 0  # when logs were last looked for (wall clock): a log made since has newer lines only
     _fresh: list[LogSource] = field(default_factory=list)
 
     # --------------------------------------------------------------- lines
@@ -438,6 +439,7 @@ class LogStream:
 
     def _add_cursors(self) -> None:
         assert self._cursors is not None
+        self._listed_ns = time.time_ns()  # before the look: a log made during it holds only later lines
         for source in self._sources():
             if source.key in self._cursors:
                 continue
@@ -482,7 +484,7 @@ class LogStream:
         assert self._cursors is not None
         seen = self._signature()
         now = time.time_ns()
-        hold_from, hold_until = now - LAG_NS, now + SKEW_NS
+        hold_from, hold_until = min(now, self._listed_ns) - LAG_NS, now + SKEW_NS
         streams = [self._records(c) for c in self._cursors.values()]
         batch: list[dict[str, Any]] = []
         room = BATCH if self.query.limit is None else min(BATCH, self.query.limit - self._sent)
@@ -515,8 +517,7 @@ class LogStream:
             if not self._dirty:
                 self._done = True  # after this batch: the job has ended and its log is read
             return batch
-        if clock >= self._sources_listed + STATE_SECONDS:
-            self._sources_listed = clock
+        if time.time_ns() - self._listed_ns > LAG_NS:
             self._add_cursors()
         if self._dirty or self._signature() != self._seen:
             batch = self._round(final=False)
