@@ -53,7 +53,10 @@ def test_a_log_that_appears_while_following_keeps_its_place(tmp_path: Path) -> N
         log_service(job_dir, "second")
         deadline = time.monotonic() + 10
         while len(seen) < 3 and time.monotonic() < deadline:
-            seen += stream.next_batch() or []
+            batch = stream.next_batch() or []
+            # Lines held back are a reason to look again after the poll, not at once (no busy loop).
+            assert batch or stream.waiting
+            seen += batch
             time.sleep(0.01)
         assert [line["text"] for line in seen] == ["first", "replica line", "second"], seen
     finally:

@@ -290,7 +290,8 @@ class _Cursor:
 @dataclass
 class LogStream:
     """One reader's answer: `next_batch()` until it returns None. A batch is a list of lines (possibly empty
-    while following a quiet job: `waiting` then says to poll again after POLL_SECONDS)."""
+    while following); `waiting` says to poll again after POLL_SECONDS, not at once: the job is quiet, or its
+    newest lines are still held back (the lag)."""
 
     service: LogService
     job_id: int
@@ -308,6 +309,7 @@ class LogStream:
     _seen: tuple[Any, ...] | None = None
     _next_state_check: float = 0.0
     _ending_at: float | None = None
+    _held: bool = False  # the last round stopped at a line still within the lag
     _listed_ns: int = 0  # when logs were last looked for (wall clock): a log made since has newer lines only
     _fresh: list[LogSource] = field(default_factory=list)
 
@@ -488,11 +490,13 @@ class LogStream:
         streams = [self._records(c) for c in self._cursors.values()]
         batch: list[dict[str, Any]] = []
         room = BATCH if self.query.limit is None else min(BATCH, self.query.limit - self._sent)
-        self._dirty = False
+        self._dirty = self._held = False
         merged = heapq.merge(*streams, key=lambda item: item[0].key)
         for scanned, (entry, cursor) in enumerate(merged, 1):
             if not final and hold_from < entry.ns <= hold_until:
-                self._dirty = True  # wait for the lag to pass: another log may still bring an earlier line
+                # Wait for the lag to pass (another log may still bring an earlier line): the reader looks
+                # again after its poll, not at once (`waiting`).
+                self._dirty = self._held = True
                 break
             cursor.advance(entry)
             line = self.line(entry)
@@ -522,6 +526,7 @@ class LogStream:
         if self._dirty or self._signature() != self._seen:
             batch = self._round(final=False)
             if batch or self._dirty:
+                self.waiting = self._held
                 return batch
         if self._ending_at is None and clock >= self._next_state_check:
             self._next_state_check = clock + STATE_SECONDS
