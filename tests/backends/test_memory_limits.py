@@ -10,7 +10,6 @@ one left behind empty. A podman replica gets the same limit from podman and the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -23,40 +22,16 @@ import httpx
 import pytest
 
 from tests.support.jobs import MACHINE, job, python_pool
+from tests.support.memory import HOG, LIMIT, OOM, SCALE, members, replica_cgroups
 from tests.support.podman import BUSYBOX_IMAGE, podman_backed_server
 from tests.support.server import ServerProcess, wait_for, wait_job
 from trainworks.backends.memory_limits import memory_cgroup_of, moves_are_fast
-from trainworks.catalog.machines import machine_type
-
-SCALE = 0.01
-N1_STANDARD_4 = machine_type(MACHINE["machineType"])
-assert N1_STANDARD_4 is not None
-LIMIT = int(int(N1_STANDARD_4.memory_gib * (1 << 30)) * SCALE)  # about 154 MiB
-OOM = "The replica workerpool0-0 ran out of memory and exited with a non-zero status of 137."
-# Touches every page: 400 MiB of real memory, well past the limit.
-HOG = "data = b'x' * (400 << 20); print(len(data))"
 
 pytestmark = pytest.mark.skipif(memory_cgroup_of("self") is None, reason="no memory cgroup hierarchy here")
 
 
-def replica_cgroups(home: Path) -> Path:
-    """Where a server with this home keeps its replicas' cgroups (under the cgroup this test runs in)."""
-    tag = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:8]
-    own = memory_cgroup_of("self")
-    assert own is not None
-    return Path(own) / f"trainworks-{tag}"
-
-
 def job_dir(server: ServerProcess, name: str) -> Path:
     return server.home / "jobs" / name.rsplit("/", 1)[-1]
-
-
-def members(cgroup: Path) -> set[int]:
-    """The processes in a cgroup (none when it does not exist)."""
-    try:
-        return {int(p) for p in (cgroup / "cgroup.procs").read_text().split()}
-    except OSError:
-        return set()
 
 
 @pytest.fixture(scope="module")

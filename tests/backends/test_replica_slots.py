@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.test_memory_limits import HOG, LIMIT, OOM, SCALE, members, replica_cgroups
 from tests.support.jobs import job, python_pool
 from tests.support.logs import replica_output
+from tests.support.memory import HOG, LIMIT, OOM, SCALE, members, replica_cgroups
 from tests.support.server import ServerProcess, cancel_when_running, wait_for, wait_job
 from tests.support.slots import slot_folders, wait_for_slots
 from trainworks.backends import procfs
