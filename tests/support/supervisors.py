@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tests.support.server import wait_for
 from trainworks.backends import procfs
-from trainworks.backends.capture import LOGGER_NAME
 from trainworks.backends.local import SHIM
+from trainworks.backends.shell import supervised
 from trainworks.backends.warm import WarmPool, WarmTarget, _read, stop_recorded
 from trainworks.kinds.custom_jobs.launcher import host_env
 
@@ -57,17 +57,11 @@ def stop_warm_interpreters(folder: Path) -> int:
 
 
 def replica_inits(run_dir: Path) -> list[int]:
-    """The host PIDs of a running replica's supervisor's children but its logger: in a sandbox, the init of
-    the replica's PID namespace (whose child is the command); empty when there is no supervisor."""
+    """The host PIDs of a running replica's supervisor's children but its logger (shell.supervised): in a
+    sandbox, the init of the replica's PID namespace (whose child is the command); empty when there is no
+    supervisor."""
     try:
         supervisor = json.loads((run_dir / "shim.json").read_text())["pid"]
     except (OSError, ValueError, KeyError):
         return []
-    return [pid for pid in procfs.children(supervisor) if _comm(pid) not in ("", LOGGER_NAME)]
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
+    return [pid for pid in supervised(supervisor) if procfs.start_time(pid) is not None]

@@ -78,14 +78,19 @@ def _namespace(pid: int | str, kind: str) -> str | None:
         return None
 
 
+def supervised(pid: int) -> list[int]:
+    """A replica supervisor's children but its logger (backends/capture.py): in a sandbox, the init of the
+    replica's PID namespace; else the command."""
+    return [child for child in procfs.children(pid) if _comm(child) != LOGGER_NAME]
+
+
 def command_process(pid: int, pid_start: int) -> int:
     """The replica's command: in a sandbox, the first child of the init of the replica's PID namespace
     (the supervisor's child); else the supervisor's child (started cold, forked by the fork server or by a
     warm interpreter: the supervisor forks the command in each case, shim.supervise)."""
     if not procfs.is_alive(pid, pid_start):
         raise ShellUnavailable("the replica is not running")
-    # The supervisor's logger (backends/capture.py) is its child too, but no part of the replica.
-    children = [child for child in procfs.children(pid) if _comm(child) != LOGGER_NAME]
+    children = supervised(pid)
     if children and _namespace(children[0], "pid") != _namespace(pid, "pid"):
         commands = procfs.children(children[0])
         if not commands:

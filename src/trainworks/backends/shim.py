@@ -67,6 +67,22 @@ def _write_record(path: str, fields: Sequence[tuple[str, float]], durable: bool 
     os.replace(tmp, path)
 
 
+def write_forked_record(run_dir: str, extra: Sequence[tuple[str, float]] = ()) -> str:
+    """shim.json of a supervisor forked from a zygote (the fork server's, a persistent resource's, a replica
+    slot's), before its command runs: its pid and kernel start time (a restarted server adopts it by them)
+    and its zygote; not yet durable (`_fsync` once the command exists). Returns its path."""
+    path = os.path.join(run_dir, "shim.json")
+    fields = [
+        ("pid", os.getpid()),
+        ("started", time.time()),
+        ("pid_start", _load("procfs").start_time(os.getpid()) or 0),
+        ("zygote", os.getppid()),
+        *extra,
+    ]
+    _write_record(path, fields, durable=False)
+    return path
+
+
 def _fsync(path: str) -> None:
     """Best effort: the file is in place already, this only makes it survive a host crash."""
     try:

@@ -459,14 +459,7 @@ def _hand_off(  # noqa: PLR0913 - the slot's parts
                 os.rename(source, target)
                 moved.append((target, source))
         # Before the command runs, as the shim writes it: a restarted server adopts the replica by it.
-        fields = [
-            ("pid", os.getpid()),
-            ("started", time.time()),
-            ("pid_start", _load("procfs").start_time(os.getpid()) or 0),
-            ("zygote", os.getppid()),
-            ("slot", 1),
-        ]
-        _load("shim")._write_record(os.path.join(run_dir, "shim.json"), fields, durable=False)
+        _load("shim").write_forked_record(run_dir, [("slot", 1)])
         named = found["cgroup_dir"]
         rename = (os.path.basename(cgroup["dir"]), os.path.basename(named)) if cgroup is not None else None
         sandbox = _load("sandbox")

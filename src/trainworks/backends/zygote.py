@@ -254,14 +254,7 @@ def _supervise(request: dict[str, Any]) -> None:
         os.close(devnull)
     capture = _shim._load("capture").Capture(run_dir)
     out, err = capture.stdout, capture.stderr
-    shim_record = os.path.join(run_dir, "shim.json")
-    fields = [
-        ("pid", os.getpid()),
-        ("started", time.time()),
-        ("pid_start", _start_time(os.getpid()) or 0),
-        ("zygote", os.getppid()),
-    ]
-    _shim._write_record(shim_record, fields, durable=False)
+    shim_record = _shim.write_forked_record(run_dir)
     # The stop signals are held from the fork on (the zygote holds them; a child keeps the mask): one the
     # server sent since it learnt the pid waits, pending, and reaches the command (StopWatch.fork).
     stops = _shim.StopWatch()
