@@ -256,8 +256,8 @@ def test_cancel_stops_the_container(server: ServerProcess, store: PodmanStore, b
         done = wait_job(client, created["name"])
     elapsed = time.monotonic() - started
     assert done["state"] == "JOB_STATE_CANCELLED"
-    # SIGTERM reached `sleep` through podman's sig-proxy and --init: well inside the 3 s grace period.
-    assert elapsed < 3, elapsed
+    # SIGTERM reached `sleep` through podman's sig-proxy and --init: it ended by it (143), not by the SIGKILL
+    # the grace period ends in (137).
     assert json.loads(read(run_dir(server, created) / "exit.json"))["exit_code"] == 143
     assert name not in store.containers() and store.containers() == []
     print(f"podman cancel (SIGTERM): {elapsed:.2f}s")
