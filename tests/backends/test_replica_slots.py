@@ -4,7 +4,9 @@ the usual way, and the slots end with their server. Isolation of a slot's replic
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import sys
 import uuid
@@ -263,5 +265,40 @@ def test_a_slot_that_cannot_be_built_is_told(tmp_path: Path) -> None:
         wait_for(lambda: said in log.read_text(), timeout=60, what="the failed slot in the fork server's log")
         slot_log = Path(log.read_text().split(said, 1)[1].split("\n", 1)[0])
         assert "could not start" in slot_log.read_text(), slot_log.read_text()
+    finally:
+        proc.stop()
+
+
+def test_a_slot_that_does_not_take_its_replica_in_time_is_ended_first(tmp_path: Path) -> None:
+    """A slot that has not taken its replica when the fork server stops waiting (its supervisor stopped here)
+    is killed, its init and spare with it, before the replica starts the usual way: the command runs once,
+    and nothing of the slot is left to run it again. The next slot built takes the next replica."""
+    proc = ServerProcess(home=tmp_path / "home", args=["--replica-slots", "1"]).start()
+    try:
+        run(proc, python_pool("print('first')"), "first")
+        (supervisor,) = wait_for_slots(proc, 1)
+        slot = [supervisor, *procfs.children(supervisor)]
+        slot += [spare for init in slot[1:] for spare in procfs.children(init)]
+        assert len(slot) == 3, slot  # the supervisor, the init, the spare
+        os.kill(supervisor, signal.SIGSTOP)
+        try:
+            done, run_dir = run(proc, python_pool("print('ran once')"), "stalled")
+            gone = lambda: all(procfs.start_time(pid) is None for pid in slot)  # noqa: E731
+            wait_for(gone, timeout=30, what="the stalled slot to be ended")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(supervisor, signal.SIGCONT)
+        assert done["state"] == "JOB_STATE_SUCCEEDED", done
+        assert not in_slot(run_dir)
+        assert replica_output(run_dir) == "ran once\n"
+        log = (proc.home / "fork-server" / "fork-server.log").read_text()
+        assert f"a replica slot did not take {run_dir}: no timed out" in log, log
+        assert not (replica_cgroups(proc.home) / f"slot-{supervisor}").exists()
+
+        (supervisor,) = wait_for_slots(proc, 1)
+        assert supervisor not in slot
+        done, run_dir = run(proc, python_pool("print('in the next slot')"), "next")
+        assert done["state"] == "JOB_STATE_SUCCEEDED", done
+        assert in_slot(run_dir) and replica_output(run_dir) == "in the next slot\n"
     finally:
         proc.stop()

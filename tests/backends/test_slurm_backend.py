@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.support.jobs import job, python_pool
-from tests.support.logs import replica_output
+from tests.support.logs import assert_ddp_replicas_agree, replica_output, service_text
 from tests.support.paths import EXAMPLES
 from tests.support.server import ServerProcess, wait_for, wait_job
 from tests.support.slurm import SlurmTestCluster, slurm_test_cluster
@@ -274,19 +274,15 @@ def test_ddp_training_on_slurm_ends_with_identical_weights(
         name = create(client, slurm_server, body)
         done = wait_job(client, name, timeout=120)
     job_dir = slurm_server.home / "jobs" / name.rsplit("/", 1)[-1]
-    assert done["state"] == "JOB_STATE_SUCCEEDED", replica_output(job_dir / "workerpool0-0", "stderr")
+    assert done["state"] == "JOB_STATE_SUCCEEDED", service_text(job_dir) + replica_output(
+        job_dir / "workerpool0-0", "stderr"
+    )
     model = slurm_server.home / "buckets" / "slurm-ddp" / "run" / "model"
     result = json.loads((model / "result.json").read_text())  # written through /gcs inside the Slurm task
     assert result["world_size"] == 2
     assert abs(result["weight"] - 3.0) < 0.05 and abs(result["bias"] + 2.0) < 0.05
     assert "rank 1 of 2" in replica_output(job_dir / "workerpool1-0")
-    finals = [
-        json.loads(line.split("done: ", 1)[1])
-        for task in ("workerpool0-0", "workerpool1-0")
-        for line in replica_output(job_dir / task).splitlines()
-        if "done: " in line
-    ]
-    assert len(finals) == 2 and finals[0]["weight"] == finals[1]["weight"]
+    assert_ddp_replicas_agree(job_dir)
     nodes = {
         json.loads((job_dir / t / "task.json").read_text())["node"]
         for t in ("workerpool0-0", "workerpool1-0")

@@ -31,3 +31,31 @@ def service_messages(job_dir: Path) -> list[dict[str, str]]:
 def service_text(job_dir: Path) -> str:
     """The job's platform messages, one a line."""
     return "".join(f"{message['message']}\n" for message in service_messages(job_dir))
+
+
+def runs_of(job_dir: Path) -> int:
+    """How many times a job ran: once, and again for each whole-job restart its platform messages told."""
+    return 1 + service_text(job_dir).count("The job will be restarted.")
+
+
+def assert_ddp_replicas_agree(
+    job_dir: Path, tasks: tuple[str, ...] = ("workerpool0-0", "workerpool1-0")
+) -> None:
+    """The DDP example's replicas (examples/ddp_train.py) each printed their final parameters once a run of
+    the job, and the last run's are identical: the gradients were all-reduced. A whole-job restart (a replica
+    that crashed with a transient status) runs every replica again; nothing else does. A failure shows the
+    platform's messages and the replicas' output."""
+    finals = {
+        task: [
+            json.loads(line.split("done: ", 1)[1])
+            for line in replica_output(job_dir / task).splitlines()
+            if "done: " in line
+        ]
+        for task in tasks
+    }
+    told = service_text(job_dir) + "".join(
+        replica_output(job_dir / task, "stderr") + replica_output(job_dir / task) for task in tasks
+    )
+    runs = runs_of(job_dir)
+    assert [len(ends) for ends in finals.values()] == [runs] * len(tasks), told
+    assert len({json.dumps(ends[-1]["weight"]) for ends in finals.values()}) == 1, told

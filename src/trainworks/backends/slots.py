@@ -21,8 +21,9 @@ the slot's interpreter (warm.python_invocation), with the same start-up variable
 folder in its run folder, and a plan equal to the slot's but for the replica's own folders, with a memory
 cgroup on v1 or none (a v2 cgroup cannot be renamed, and the cgroup's name is how the server knows a
 replica's connections, api/peer_identity.py). Any other replica, and one whose hand-off fails, starts the
-usual way. What the command could notice: `sys.modules` holds the few standard modules the spare loaded to
-wait (json, socket, ...), and /proc/self/cmdline is the spare's.
+usual way: once the slot is killed and gone, so the command never runs twice (the spare runs it only after
+the fork server has said `go`). What the command could notice: `sys.modules` holds the few standard modules
+the spare loaded to wait (json, socket, ...), and /proc/self/cmdline is the spare's.
 
 Slots are built (up to four at a time) once the fork server has been idle for a moment, so a burst of
 launches is not slowed by them. A slot ends when the fork server drops it (another plan came) or ends;
@@ -54,6 +55,7 @@ _DIR = os.path.dirname(os.path.abspath(__file__))
 SPARE = os.path.abspath(__file__)
 STATE = "slots.json"  # the fork server's slots, in their folder: {"ready": [pid], "building": [pid]}
 _HAND_OFF_SECONDS = 5.0  # the fork server waits this long for a slot to take a replica, then forks as usual
+_END_SECONDS = 60.0  # how long the fork server waits for a slot it killed to be gone before it goes on
 _READY_SECONDS = 120.0  # a slot whose spare is not waiting by then is dropped
 _IDLE_SECONDS = 0.05  # slots are built once no launch came for this long
 _BACKOFF_SECONDS = 30.0  # after a slot failed to build, the next try waits this long
@@ -148,9 +150,14 @@ def form(request: dict[str, Any]) -> dict[str, Any] | None:
 class _Slot:
     def __init__(self, pid: int, sock: socket.socket, key: str) -> None:
         self.pid = pid
+        try:  # its supervisor: a child of the fork server, not reaped yet
+            self.pidfd = os.pidfd_open(pid)
+        except OSError:
+            self.pidfd = -1
         self.sock = sock
         self.key = key
         self.ready = False
+        self.init = -1  # a pidfd of the slot's init, once it is ready: its end is the end of the spare too
 
 
 class Pool:
@@ -206,8 +213,10 @@ class Pool:
             return
         except OSError:
             said = b""
-        if said == b"ready":
+        if said.startswith(b"ready "):
             slot.ready = True
+            with contextlib.suppress(OSError, ValueError):  # its child, not reaped while the slot waits
+                slot.init = os.pidfd_open(int(said[6:]))
             self.save()
             return
         self._drop(slot)
@@ -237,6 +246,10 @@ class Pool:
         if slot in self.slots:
             self.slots.remove(slot)
         slot.sock.close()
+        for fd in (slot.pidfd, slot.init):
+            if fd >= 0:
+                os.close(fd)
+        slot.pidfd = slot.init = -1
 
     def take(self, request: dict[str, Any]) -> dict[str, int] | None:
         """Hand the launch to a ready slot built for its plan: the slot's supervisor pid and start time, or
@@ -262,16 +275,35 @@ class Pool:
                 slot.sock.settimeout(_HAND_OFF_SECONDS)
                 slot.sock.send(json.dumps({"request": request, "form": found}).encode())
                 answer = slot.sock.recv(4096)
+                if answer == b"ok":  # the slot is the replica's, its command not started: the commit
+                    slot.sock.send(b"go")
             except OSError as exc:
                 answer = f"no {exc}".encode()
-            finally:
-                slot.sock.close()
             if answer == b"ok":
+                self._drop(slot)
                 return {"pid": slot.pid, "pid_start": self.start_time(slot.pid) or 0}
-            said = answer.decode(errors="replace")
+            self._end(slot, found)
+            said = f"{answer.decode(errors='replace')} ({self._log(slot.pid)})"
             print(f"[trainworks] a replica slot did not take {request['run_dir']}: {said}", flush=True)
             return None
         return None
+
+    def _end(self, slot: _Slot, found: dict[str, Any]) -> None:
+        """A slot that did not take the launch it was given: killed, its init (and with it the spare) gone,
+        and the replica's memory cgroup as the server made it, before the launch starts the usual way. (A
+        hand-off that was only slow must not go on to run the command beside the usual start.)"""
+        for fd in (slot.pidfd, slot.init):  # the init's end is its namespace's: the spare's too
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                select.select([fd], [], [], _END_SECONDS)  # readable once it has ended
+        self._drop(slot)
+        cgroup = found["cgroup"]
+        if cgroup is not None:
+            limits = _load("memory_limits")
+            limits.remove_dir(os.path.join(cgroup["parent"], f"slot-{slot.pid}"))  # not renamed yet
+            name = os.path.basename(found["cgroup_dir"])  # maybe the slot's, renamed: made anew
+            limits.ReplicaCgroups(cgroup["parent"], 1).prepare(name, cgroup["limit"])
 
     def build(self, close_in_child: Callable[[], None]) -> None:
         """Build one slot for the wanted plan, if one is missing and none is being built."""
@@ -312,6 +344,9 @@ class Pool:
         """In a process forked from the fork server: the slots' sockets are the fork server's."""
         for slot in self.slots:
             slot.sock.close()
+            for fd in (slot.pidfd, slot.init):
+                if fd >= 0:
+                    os.close(fd)
 
 
 # ------------------------------------------------------------------ the slot's supervisor
@@ -403,7 +438,7 @@ def _supervise_slot(control: socket.socket, built: dict[str, Any], folder: str) 
     if not ready:
         drop("its spare interpreter did not start", failed=True)
     try:
-        control.send(b"ready")
+        control.send(b"ready %d" % init)
     except OSError:
         drop("the fork server dropped it")
     readable, _, _ = select.select([control, report], [], [])
@@ -427,8 +462,15 @@ def _supervise_slot(control: socket.socket, built: dict[str, Any], folder: str) 
         with contextlib.suppress(OSError):
             control.send(f"no {type(exc).__name__}: {exc}".encode())
         drop(f"its hand-off failed: {exc}")
-    control.send(b"ok")
+    try:
+        control.send(b"ok")
+        go = control.recv(16)
+    except OSError:
+        go = b""
+    if go != b"go":  # the fork server gave up on this slot (and kills it): the command must not run
+        drop("the fork server did not take the hand-off")
     control.close()
+    init_control.send(b"go")
     _run_replica(replica, capture, cgroup_dir, before, init, report, stops)
     shutil.rmtree(slot_dir, ignore_errors=True)
     os._exit(0)
@@ -446,7 +488,8 @@ def _hand_off(  # noqa: PLR0913 - the slot's parts
 ) -> str | None:
     """Make the slot the replica's: its /tmp and $HOME layer moved into its run folder, its record written,
     the command sent to the spare, and the init told to bind the replica's own folders in and give the slot's
-    memory cgroup the replica's name; the init then lets the spare go. Returns the replica's cgroup folder.
+    memory cgroup the replica's name; the init lets the spare go once the fork server has taken the slot's
+    answer (`go`, passed on by _supervise_slot). Returns the replica's cgroup folder.
     Undone where it can be (the mounts go with the slot) when a step fails, the server's cgroup made again."""
     run_dir = replica["run_dir"]
     moved: list[tuple[str, str]] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from tests.support.logs import replica_output, service_text
+from tests.support.logs import assert_ddp_replicas_agree, replica_output, service_text
 from tests.support.paths import EXAMPLES
 from tests.support.server import ServerProcess, wait_job
 
@@ -41,19 +41,4 @@ def test_two_replica_ddp_job_trains_and_agrees(server: ServerProcess) -> None:
     assert (server.home / "buckets" / "ddp-bucket" / "run" / "model" / "model.pt").stat().st_size > 0
     worker = replica_output(job_dir / "workerpool1-0")
     assert "rank 1 of 2" in worker
-    # Both replicas end with identical parameters: the gradients were all-reduced. Each replica ran once per
-    # run of the job: a whole-job restart the platform announced (a replica that crashed with a transient
-    # status, say) is another run of both, and nothing else is.
-    platform = service_text(job_dir)
-    runs = 1 + platform.count("The job will be restarted.")
-    finals = {
-        task: [
-            json.loads(line.split("done: ", 1)[1])
-            for line in replica_output(job_dir / task).splitlines()
-            if "done: " in line
-        ]
-        for task in ("workerpool0-0", "workerpool1-0")
-    }
-    told = platform + "".join(replica_output(job_dir / task, "stderr") for task in finals)
-    assert [len(ends) for ends in finals.values()] == [runs, runs], told
-    assert finals["workerpool0-0"][-1]["weight"] == finals["workerpool1-0"][-1]["weight"]
+    assert_ddp_replicas_agree(job_dir)
