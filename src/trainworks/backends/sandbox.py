@@ -787,10 +787,8 @@ def _slot_init(  # noqa: PLR0913 - what spawn_slot hands its init
         drop_privileges()
         for note in mounts.notes:
             os.write(log_fd, f"[trainworks] {note}\n".encode())
-        control.send(b"ok")
-        if control.recv(16) != b"go":  # the fork server did not take the hand-off: it never runs
-            os._exit(0)
         os.write(go_w, b"g")  # the spare runs its command now
+        control.send(b"ok")
     except BaseException as exc:  # noqa: BLE001 - the replica must not run in a view it was not given
         try:  # noqa: SIM105 - contextlib is not loaded on the start path
             control.send(f"{type(exc).__name__}: {exc}".encode())

@@ -21,9 +21,9 @@ the slot's interpreter (warm.python_invocation), with the same start-up variable
 folder in its run folder, and a plan equal to the slot's but for the replica's own folders, with a memory
 cgroup on v1 or none (a v2 cgroup cannot be renamed, and the cgroup's name is how the server knows a
 replica's connections, api/peer_identity.py). Any other replica, and one whose hand-off fails, starts the
-usual way: once the slot is killed and gone, so the command never runs twice (the spare runs it only after
-the fork server has said `go`). What the command could notice: `sys.modules` holds the few standard modules
-the spare loaded to wait (json, socket, ...), and /proc/self/cmdline is the spare's.
+usual way, once the slot is killed and gone (Pool._end). What the command could notice: `sys.modules`
+holds the few standard modules the spare loaded to wait (json, socket, ...), and /proc/self/cmdline is the
+spare's.
 
 Slots are built (up to four at a time) once the fork server has been idle for a moment, so a burst of
 launches is not slowed by them. A slot ends when the fork server drops it (another plan came) or ends;
@@ -275,8 +275,6 @@ class Pool:
                 slot.sock.settimeout(_HAND_OFF_SECONDS)
                 slot.sock.send(json.dumps({"request": request, "form": found}).encode())
                 answer = slot.sock.recv(4096)
-                if answer == b"ok":  # the slot is the replica's, its command not started: the commit
-                    slot.sock.send(b"go")
             except OSError as exc:
                 answer = f"no {exc}".encode()
             if answer == b"ok":
@@ -290,8 +288,8 @@ class Pool:
 
     def _end(self, slot: _Slot, found: dict[str, Any]) -> None:
         """A slot that did not take the launch it was given: killed, its init (and with it the spare) gone,
-        and the replica's memory cgroup as the server made it, before the launch starts the usual way. (A
-        hand-off that was only slow must not go on to run the command beside the usual start.)"""
+        and the replica's memory cgroup as the server made it, before the launch starts the usual way. A slot
+        that was only slow (stalled, or waiting for a CPU) must not go on to run the command beside it."""
         for fd in (slot.pidfd, slot.init):  # the init's end is its namespace's: the spare's too
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -464,13 +462,9 @@ def _supervise_slot(control: socket.socket, built: dict[str, Any], folder: str) 
         drop(f"its hand-off failed: {exc}")
     try:
         control.send(b"ok")
-        go = control.recv(16)
-    except OSError:
-        go = b""
-    if go != b"go":  # the fork server gave up on this slot (and kills it): the command must not run
-        drop("the fork server did not take the hand-off")
+    except OSError:  # the fork server gave up waiting (and kills the slot): stop the command at once
+        drop("the fork server gave up on the hand-off")
     control.close()
-    init_control.send(b"go")
     _run_replica(replica, capture, cgroup_dir, before, init, report, stops)
     shutil.rmtree(slot_dir, ignore_errors=True)
     os._exit(0)
@@ -488,8 +482,7 @@ def _hand_off(  # noqa: PLR0913 - the slot's parts
 ) -> str | None:
     """Make the slot the replica's: its /tmp and $HOME layer moved into its run folder, its record written,
     the command sent to the spare, and the init told to bind the replica's own folders in and give the slot's
-    memory cgroup the replica's name; the init lets the spare go once the fork server has taken the slot's
-    answer (`go`, passed on by _supervise_slot). Returns the replica's cgroup folder.
+    memory cgroup the replica's name; the init then lets the spare go. Returns the replica's cgroup folder.
     Undone where it can be (the mounts go with the slot) when a step fails, the server's cgroup made again."""
     run_dir = replica["run_dir"]
     moved: list[tuple[str, str]] = []
