@@ -22,7 +22,7 @@ from tests.support.server import ServerProcess, cancel_when_running, wait_for, w
 from tests.support.slots import slot_folders, wait_for_slots
 from trainworks.backends import procfs
 from trainworks.backends.memory_limits import memory_cgroup_of
-from trainworks.backends.slots import SPARE
+from trainworks.backends.slots import SPARE, cgroup_name
 
 # What a cold `python -c` shows of itself; the run folder is replaced by RUN to compare two replicas.
 REPORT = r"""
@@ -293,7 +293,7 @@ def test_a_slot_that_does_not_take_its_replica_in_time_is_ended_first(tmp_path: 
         assert replica_output(run_dir) == "ran once\n"
         log = (proc.home / "fork-server" / "fork-server.log").read_text()
         assert f"a replica slot did not take {run_dir}: no timed out" in log, log
-        assert not (replica_cgroups(proc.home) / f"slot-{supervisor}").exists()
+        assert not (replica_cgroups(proc.home) / cgroup_name(supervisor)).exists()
 
         (supervisor,) = wait_for_slots(proc, 1)
         assert supervisor not in slot

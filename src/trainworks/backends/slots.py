@@ -159,6 +159,14 @@ class _Slot:
         self.ready = False
         self.init = -1  # a pidfd of the slot's init, once it is ready: its end is the end of the spare too
 
+    def close(self) -> None:
+        """The fork server's ends of it: its socket and pidfds."""
+        self.sock.close()
+        for fd in (self.pidfd, self.init):
+            if fd >= 0:
+                os.close(fd)
+        self.pidfd = self.init = -1
+
 
 class Pool:
     """The fork server's slots: built for the plan of the last launch a slot could take (`take`)."""
@@ -245,11 +253,7 @@ class Pool:
         """Close its socket: the slot's supervisor ends it (a slot with a replica no longer listens)."""
         if slot in self.slots:
             self.slots.remove(slot)
-        slot.sock.close()
-        for fd in (slot.pidfd, slot.init):
-            if fd >= 0:
-                os.close(fd)
-        slot.pidfd = slot.init = -1
+        slot.close()
 
     def take(self, request: dict[str, Any]) -> dict[str, int] | None:
         """Hand the launch to a ready slot built for its plan: the slot's supervisor pid and start time, or
@@ -296,12 +300,10 @@ class Pool:
                     signal.pidfd_send_signal(fd, signal.SIGKILL)
                 select.select([fd], [], [], _END_SECONDS)  # readable once it has ended
         self._drop(slot)
-        cgroup = found["cgroup"]
-        if cgroup is not None:
-            limits = _load("memory_limits")
-            limits.remove_dir(os.path.join(cgroup["parent"], f"slot-{slot.pid}"))  # not renamed yet
-            name = os.path.basename(found["cgroup_dir"])  # maybe the slot's, renamed: made anew
-            limits.ReplicaCgroups(cgroup["parent"], 1).prepare(name, cgroup["limit"])
+        if found["cgroup"] is not None:
+            parent = found["cgroup"]["parent"]
+            _load("memory_limits").remove_dir(os.path.join(parent, cgroup_name(slot.pid)))  # not renamed
+            _remake_cgroup(found["cgroup"], found["cgroup_dir"])  # maybe the slot's, renamed
 
     def build(self, close_in_child: Callable[[], None]) -> None:
         """Build one slot for the wanted plan, if one is missing and none is being built."""
@@ -341,10 +343,19 @@ class Pool:
     def close_in_child(self) -> None:
         """In a process forked from the fork server: the slots' sockets are the fork server's."""
         for slot in self.slots:
-            slot.sock.close()
-            for fd in (slot.pidfd, slot.init):
-                if fd >= 0:
-                    os.close(fd)
+            slot.close()
+
+
+def cgroup_name(supervisor: int) -> str:
+    """A slot's memory cgroup, beside the replicas' (peer identity looks only at `<job>-<task>` names)."""
+    return f"slot-{supervisor}"
+
+
+def _remake_cgroup(limits: dict[str, Any], named: str) -> None:
+    """The replica's memory cgroup `named` made anew as the server made it (`limits`: form()'s "cgroup"):
+    after a hand-off that did not happen, the init may have removed it, or given the slot's its name."""
+    cgroups = _load("memory_limits").ReplicaCgroups(limits["parent"], 1)
+    cgroups.prepare(os.path.basename(named), limits["limit"])
 
 
 # ------------------------------------------------------------------ the slot's supervisor
@@ -404,7 +415,7 @@ def _supervise_slot(control: socket.socket, built: dict[str, Any], folder: str) 
     try:
         if built["cgroup"] is not None:
             cgroups = limits.ReplicaCgroups(built["cgroup"]["parent"], 1)
-            cgroup = cgroups.prepare(f"slot-{os.getpid()}", built["cgroup"]["limit"])
+            cgroup = cgroups.prepare(cgroup_name(os.getpid()), built["cgroup"]["limit"])
         plan = {"cgroup": cgroup, "gcs_root": None, "sandbox": view}
         spare = [built["python"], SPARE]
         init, report, init_control, spare_sock = sandbox.spawn_slot(
@@ -508,9 +519,7 @@ def _hand_off(  # noqa: PLR0913 - the slot's parts
         answer = init_control.recv(4096)
         if answer != b"ok":
             if cgroup is not None and not os.path.isdir(named):  # the server's, as it was
-                _load("memory_limits").ReplicaCgroups(built["cgroup"]["parent"], 1).prepare(
-                    os.path.basename(named), built["cgroup"]["limit"]
-                )
+                _remake_cgroup(built["cgroup"], named)
             raise OSError(answer.decode(errors="replace") or "the slot's init ended")
         return str(named) if cgroup is not None else None
     except BaseException:
